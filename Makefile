@@ -1,0 +1,49 @@
+# Every target goes through scripts/setup, which installs Deno (from npm) and the pinned dependencies.
+SHELL := /bin/bash
+DENO = $(shell scripts/setup)
+DENO_FLAGS = -A
+TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
+PORT ?= 52415
+
+.PHONY: setup run test test-unit test-integration check fmt embed engine model binary bench clean
+
+setup:
+	@scripts/setup >/dev/null && echo "setup: ok"
+
+embed:
+	@$(DENO) run $(DENO_FLAGS) scripts/embed.ts
+
+# A one-node cluster with the dashboard and a default model.
+run:
+	@scripts/run-local --api-port $(PORT)
+
+test:
+	@scripts/test
+
+test-unit:
+	@$(DENO) run $(DENO_FLAGS) npm:vitest run tests/unit
+
+check: embed
+	@$(DENO) fmt --check
+	@$(DENO) lint
+	@$(DENO) check src/main.ts scripts/*.ts bench/*.ts tests
+
+fmt:
+	@$(DENO) fmt
+
+engine:
+	@scripts/build-engine
+
+# deno compile needs the denort runtime; set DENORT_BIN where Deno's download host is unreachable.
+binary: embed
+	@mkdir -p dist
+	@for t in $(TARGETS); do \
+	  echo "compiling skulk for $$t"; \
+	  $(DENO) compile $(DENO_FLAGS) --target $$t --output dist/skulk-$$t src/main.ts || exit 1; \
+	done
+
+bench:
+	@$(DENO) run $(DENO_FLAGS) bench/startup.ts
+
+clean:
+	rm -rf dist .data bench/out

@@ -1,0 +1,77 @@
+/**
+ * Composes the HTTP API: request ids, access log, optional bearer-key auth, the route modules, and the
+ * one place errors become upstream's envelope. Handlers receive the NodeContext through `c.var.node`.
+ */
+import { Hono } from "hono";
+import { cors } from "hono/cors";
+import { HTTPException } from "hono/http-exception";
+import { logger } from "../log/mod.ts";
+import type { NodeContext } from "../node/context.ts";
+import type { ApiEnv } from "./env.ts";
+import { ApiError, envelope, errorResponse } from "./errors.ts";
+import { openApiDocument } from "./openapi.ts";
+import { modelRoutes } from "./routes/models.ts";
+import { nodeRoutes } from "./routes/node.ts";
+import { stateRoutes } from "./routes/state.ts";
+
+const log = logger("api");
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const QUIET = new Set(["/healthz", "/state", "/node_id"]);
+
+export interface AppExtras {
+  /** Route modules added by later planes (instances, OpenAI, cluster peers, dashboard). */
+  mount?: (app: Hono<ApiEnv>) => void;
+}
+
+export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEnv> {
+  const app = new Hono<ApiEnv>();
+
+  app.use("*", async (c, next) => {
+    const incoming = c.req.header("x-request-id");
+    const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
+    c.set("requestId", id);
+    c.set("node", node);
+    const t0 = performance.now();
+    await next();
+    c.res.headers.set("X-Request-Id", id);
+    const ms = Math.round(performance.now() - t0);
+    const line = { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms };
+    if (QUIET.has(c.req.path) && c.res.status < 400) log.debug("{method} {path} {status} {ms}ms", line);
+    else log.info("{method} {path} {status} {ms}ms", line);
+  });
+  app.use("*", cors({ origin: (o) => o, credentials: true }));
+
+  const key = node.config.apiKey;
+  if (key) {
+    app.use("*", async (c, next) => {
+      if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
+      const auth = c.req.header("authorization") ?? "";
+      if (auth !== `Bearer ${key}`) {
+        throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", { type: "authentication_error" });
+      }
+      return next();
+    });
+  }
+
+  app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
+  app.route("/", nodeRoutes);
+  app.route("/", stateRoutes);
+  app.route("/", modelRoutes);
+  extras.mount?.(app);
+
+  app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return errorResponse(c, err);
+    if (err instanceof HTTPException) {
+      return c.json(envelope(err.status, err.message || "request refused"), err.status);
+    }
+    log.error("unhandled error on {method} {path} (request {requestId}): {error}", {
+      method: c.req.method,
+      path: c.req.path,
+      requestId: c.var.requestId,
+      error: (err as Error).stack ?? String(err),
+    });
+    return c.json(envelope(500, `internal error (request id ${c.var.requestId}); see the node's log`), 500);
+  });
+  return app;
+}

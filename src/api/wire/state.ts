@@ -1,0 +1,70 @@
+/**
+ * `GET /state` in upstream's wire form: the replicated ClusterState plus the telemetry maps, filtered to
+ * nodes that are seen, plus `nodeHealth`. Pure: the same state, telemetry and clock give the same JSON.
+ */
+import type { ClusterState } from "../../cluster/state.ts";
+import type { TelemetryEntry } from "../../cluster/telemetry.ts";
+import type { NodeReading } from "../../telemetry/reading.ts";
+
+export interface HealthReason {
+  code: "download_failed" | "disk_low" | "disk_full" | "unreachable";
+  message: string;
+  remediation: string;
+}
+
+const GB = 1_000_000_000;
+
+export function nodeHealth(nodeId: string, reading: NodeReading, receivedAt: number, state: ClusterState, now: number) {
+  const reasons: (HealthReason & { level: "warn" | "error" })[] = [];
+  for (const p of state.downloads[nodeId] ?? []) {
+    if ("DownloadFailed" in p) {
+      reasons.push({
+        level: "error",
+        code: "download_failed",
+        message: `download failed: ${p.DownloadFailed.errorMessage}`,
+        remediation: "retry the download or place the model elsewhere",
+      });
+    }
+  }
+  const avail = reading.disk?.available.inBytes;
+  if (avail !== undefined && avail <= 2 * GB) {
+    reasons.push({ level: "error", code: "disk_full", message: `${(avail / GB).toFixed(1)} GB free`, remediation: "free disk space where models are stored" });
+  } else if (avail !== undefined && avail < 10 * GB) {
+    reasons.push({ level: "warn", code: "disk_low", message: `${(avail / GB).toFixed(1)} GB free`, remediation: "free disk space where models are stored" });
+  }
+  const silent = (now - receivedAt) / 1000;
+  if (silent > 15) {
+    reasons.push({ level: "warn", code: "unreachable", message: `not heard from for ${Math.round(silent)} s`, remediation: "check the node is running and reachable" });
+  }
+  const level = reasons.some((r) => r.level === "error") ? "error" : reasons.length ? "warn" : "ok";
+  return { level, reasons: reasons.map(({ level: _l, ...r }) => r) };
+}
+
+export function stateToWire(state: ClusterState, telemetry: [string, TelemetryEntry][], now: number) {
+  const pick = <T>(f: (r: NodeReading) => T | null) =>
+    Object.fromEntries(telemetry.flatMap(([id, e]) => {
+      const v = f(e.reading);
+      return v === null ? [] : [[id, v]];
+    }));
+  return {
+    instances: state.instances,
+    runners: state.runners,
+    downloads: state.downloads,
+    tasks: state.tasks,
+    lastSeen: Object.fromEntries(telemetry.map(([id, e]) => [id, new Date(e.receivedAt).toISOString()])),
+    topology: { nodes: telemetry.map(([id]) => id), connections: {} },
+    tracingEnabled: state.tracingEnabled,
+    lastEventAppliedIdx: state.lastEventAppliedIdx,
+    nodeNetwork: pick((r) => r.network),
+    nodeThunderbolt: {},
+    nodeThunderboltBridge: {},
+    thunderboltBridgeCycles: [],
+    nodeMemory: pick((r) => r.memory),
+    nodeSystem: pick((r) => r.system),
+    nodeIdentities: pick((r) => r.identity),
+    nodeDisk: pick((r) => r.disk),
+    nodeRdmaCtl: {},
+    nodeEngines: pick((r) => r.engine),
+    nodeHealth: Object.fromEntries(telemetry.map(([id, e]) => [id, nodeHealth(id, e.reading, e.receivedAt, state, now)])),
+  };
+}

@@ -1,0 +1,37 @@
+/**
+ * The control-plane vocabulary: every decision the cluster makes is one of these events, indexed by
+ * the master, written to SQLite `events`, replicated, and folded by the reducer in cluster/state.ts.
+ */
+import { z } from "zod";
+import { DownloadProgressSchema } from "./downloads.ts";
+import { InstanceSchema, RunnerStatusSchema } from "./instances.ts";
+import { tagged } from "./tagged.ts";
+
+const eventId = z.string();
+
+export const EventSchema = z.union([
+  tagged("InstanceCreated", z.object({ eventId, instance: InstanceSchema }).strict()),
+  tagged("InstanceDeleted", z.object({ eventId, instanceId: z.string(), reason: z.string().nullable().default(null) }).strict()),
+  tagged("RunnerStatusUpdated", z.object({ eventId, runnerId: z.string(), runnerStatus: RunnerStatusSchema }).strict()),
+  tagged("NodeDownloadProgress", z.object({ eventId, downloadProgress: DownloadProgressSchema }).strict()),
+  tagged("NodeTimedOut", z.object({ eventId, nodeId: z.string() }).strict()),
+  tagged("TracingStateChanged", z.object({ eventId, enabled: z.boolean() }).strict()),
+  tagged("CustomModelCardAdded", z.object({ eventId, modelCard: z.looseObject({ modelId: z.string() }) }).strict()),
+  tagged("CustomModelCardDeleted", z.object({ eventId, modelId: z.string() }).strict()),
+  tagged("TestEvent", z.object({ eventId }).strict()),
+]);
+export type Event = z.infer<typeof EventSchema>;
+export type EventType = Event extends infer E ? E extends Record<infer K, unknown> ? K : never : never;
+
+/** An event with the index the master gave it and the session it was indexed in. */
+export const IndexedEventSchema = z.object({ idx: z.number().int().nonnegative(), session: z.string(), event: EventSchema }).strict();
+export type IndexedEvent = z.infer<typeof IndexedEventSchema>;
+
+export function eventType(e: Event): EventType {
+  return Object.keys(e)[0] as EventType;
+}
+
+/** Builds an event of the given type with a fresh id; the payload is checked by the schema. */
+export function makeEvent<T extends EventType>(type: T, payload: Record<string, unknown> = {}): Event {
+  return EventSchema.parse({ [type]: { eventId: crypto.randomUUID(), ...payload } });
+}

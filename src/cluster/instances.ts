@@ -1,0 +1,100 @@
+/**
+ * Instances, shards and runner statuses in upstream's wire shapes (camelCase, tagged). An instance is
+ * one placed model: which runner on which node serves which shard, and how the engines reach each other.
+ */
+import { z } from "zod";
+import { tagged } from "./tagged.ts";
+
+const ModelCardWireSchema = z.looseObject({ modelId: z.string() });
+
+const ShardBase = {
+  modelCard: ModelCardWireSchema,
+  deviceRank: z.number().int().nonnegative(),
+  worldSize: z.number().int().positive(),
+  resolvedBackend: z.string().nullable(),
+  immediateException: z.boolean().default(false),
+  shouldTimeout: z.number().nullable().default(null),
+  startLayer: z.number().int().nonnegative(),
+  endLayer: z.number().int().nonnegative(),
+  nLayers: z.number().int().positive(),
+};
+
+export const ShardMetadataSchema = z.union([
+  tagged("PipelineShardMetadata", z.object(ShardBase).strict()),
+  tagged("TensorShardMetadata", z.object(ShardBase).strict()),
+  /** A donor of a pooled GGUF instance: lends memory through ggml-rpc-server, holds no file. */
+  tagged(
+    "RpcDonorShardMetadata",
+    z.object({ ...ShardBase, driverNode: z.string(), rpcHost: z.string(), rpcPort: z.number().int() }).strict(),
+  ),
+]);
+export type ShardMetadata = z.infer<typeof ShardMetadataSchema>;
+
+export const ShardAssignmentsSchema = z.object({
+  modelId: z.string(),
+  runnerToShard: z.record(z.string(), ShardMetadataSchema),
+  nodeToRunner: z.record(z.string(), z.string()),
+}).strict();
+
+const HostSchema = z.object({ ip: z.string(), port: z.number().int() }).strict();
+
+const InstanceBase = {
+  instanceId: z.string(),
+  shardAssignments: ShardAssignmentsSchema,
+  contextTokenLimit: z.number().int().positive().nullable().default(null),
+};
+
+export const InstanceSchema = z.union([
+  tagged(
+    "MlxRingInstance",
+    z.object({
+      ...InstanceBase,
+      hostsByNode: z.record(z.string(), z.array(HostSchema)).default({}),
+      ephemeralPort: z.number().int().default(0),
+    }).strict(),
+  ),
+  tagged(
+    "MlxJacclInstance",
+    z.object({
+      ...InstanceBase,
+      jacclDevices: z.array(z.array(z.string().nullable())),
+      jacclCoordinators: z.record(z.string(), z.string()),
+    }).strict(),
+  ),
+  /** 1.4: one llama-server driver plus ggml-rpc-server donors pooling their memory. */
+  tagged(
+    "LlamaRpcInstance",
+    z.object({
+      ...InstanceBase,
+      driverNode: z.string(),
+      donorEndpoints: z.record(z.string(), z.string()),
+    }).strict(),
+  ),
+]);
+export type Instance = z.infer<typeof InstanceSchema>;
+type Values<T> = T extends Record<string, infer V> ? V : never;
+/** The inner object of any instance variant (the fields every variant shares, plus its own). */
+export type InstanceBody = Values<Instance>;
+
+export function instanceBody(i: Instance): InstanceBody {
+  return Object.values(i)[0] as InstanceBody;
+}
+
+export function instanceKind(i: Instance): "MlxRing" | "MlxJaccl" | "LlamaRpc" {
+  return Object.keys(i)[0].replace(/Instance$/, "") as "MlxRing" | "MlxJaccl" | "LlamaRpc";
+}
+
+export const RunnerStatusSchema = z.union([
+  tagged("RunnerIdle", z.object({}).strict()),
+  tagged("RunnerConnecting", z.object({}).strict()),
+  tagged("RunnerConnected", z.object({}).strict()),
+  tagged("RunnerLoading", z.object({ layersLoaded: z.number().int(), totalLayers: z.number().int() }).strict()),
+  tagged("RunnerLoaded", z.object({}).strict()),
+  tagged("RunnerWarmingUp", z.object({}).strict()),
+  tagged("RunnerReady", z.object({}).strict()),
+  tagged("RunnerRunning", z.object({}).strict()),
+  tagged("RunnerShuttingDown", z.object({}).strict()),
+  tagged("RunnerShutdown", z.object({}).strict()),
+  tagged("RunnerFailed", z.object({ errorMessage: z.string().nullable() }).strict()),
+]);
+export type RunnerStatus = z.infer<typeof RunnerStatusSchema>;

@@ -1,0 +1,94 @@
+/**
+ * ClusterState and the pure reducer `apply(state, indexedEvent)`. Every node folds the same indexed
+ * events through this function and so holds the same state; nothing here does I/O or reads a clock.
+ */
+import type { DownloadProgress } from "./downloads.ts";
+import { downloadModelId } from "./downloads.ts";
+import type { Event, IndexedEvent } from "./events.ts";
+import { eventType } from "./events.ts";
+import { type Instance, instanceBody, type RunnerStatus } from "./instances.ts";
+
+export interface ClusterState {
+  instances: Record<string, Instance>;
+  runners: Record<string, RunnerStatus>;
+  downloads: Record<string, DownloadProgress[]>;
+  tasks: Record<string, unknown>;
+  tracingEnabled: boolean;
+  lastEventAppliedIdx: number;
+}
+
+export function emptyState(): ClusterState {
+  return { instances: {}, runners: {}, downloads: {}, tasks: {}, tracingEnabled: false, lastEventAppliedIdx: -1 };
+}
+
+export class OutOfOrderEvent extends Error {
+  constructor(readonly expected: number, readonly got: number) {
+    super(`event index ${got} applied out of order (expected ${expected})`);
+    this.name = "OutOfOrderEvent";
+  }
+}
+
+function runnersOf(instance: Instance): string[] {
+  return Object.keys(instanceBody(instance).shardAssignments.runnerToShard);
+}
+
+function nodesOf(instance: Instance): string[] {
+  return Object.keys(instanceBody(instance).shardAssignments.nodeToRunner);
+}
+
+function withoutKeys<T>(rec: Record<string, T>, keys: Iterable<string>): Record<string, T> {
+  const out = { ...rec };
+  for (const k of keys) delete out[k];
+  return out;
+}
+
+function deleteInstances(state: ClusterState, ids: string[]): ClusterState {
+  const runners = ids.flatMap((id) => (state.instances[id] ? runnersOf(state.instances[id]) : []));
+  return { ...state, instances: withoutKeys(state.instances, ids), runners: withoutKeys(state.runners, runners) };
+}
+
+/** Applies one event's effect, without index bookkeeping. */
+export function applyEvent(state: ClusterState, event: Event): ClusterState {
+  const type = eventType(event);
+  switch (type) {
+    case "InstanceCreated": {
+      const { instance } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
+      return { ...state, instances: { ...state.instances, [instanceBody(instance).instanceId]: instance } };
+    }
+    case "InstanceDeleted": {
+      const { instanceId } = (event as Extract<Event, { InstanceDeleted: unknown }>).InstanceDeleted;
+      return deleteInstances(state, [instanceId]);
+    }
+    case "RunnerStatusUpdated": {
+      const { runnerId, runnerStatus } = (event as Extract<Event, { RunnerStatusUpdated: unknown }>).RunnerStatusUpdated;
+      if ("RunnerShutdown" in runnerStatus) return { ...state, runners: withoutKeys(state.runners, [runnerId]) };
+      const live = Object.values(state.instances).some((i) => runnersOf(i).includes(runnerId));
+      return live ? { ...state, runners: { ...state.runners, [runnerId]: runnerStatus } } : state;
+    }
+    case "NodeDownloadProgress": {
+      const { downloadProgress } = (event as Extract<Event, { NodeDownloadProgress: unknown }>).NodeDownloadProgress;
+      const body = Object.values(downloadProgress)[0] as { nodeId: string };
+      const model = downloadModelId(downloadProgress);
+      const list = (state.downloads[body.nodeId] ?? []).filter((p) => downloadModelId(p) !== model);
+      return { ...state, downloads: { ...state.downloads, [body.nodeId]: [...list, downloadProgress] } };
+    }
+    case "NodeTimedOut": {
+      const { nodeId } = (event as Extract<Event, { NodeTimedOut: unknown }>).NodeTimedOut;
+      const touching = Object.entries(state.instances).filter(([, i]) => nodesOf(i).includes(nodeId)).map(([id]) => id);
+      const next = deleteInstances(state, touching);
+      return { ...next, downloads: withoutKeys(next.downloads, [nodeId]) };
+    }
+    case "TracingStateChanged":
+      return { ...state, tracingEnabled: (event as Extract<Event, { TracingStateChanged: unknown }>).TracingStateChanged.enabled };
+    case "CustomModelCardAdded":
+    case "CustomModelCardDeleted":
+    case "TestEvent":
+      return state;
+  }
+}
+
+/** Applies an indexed event; indices must arrive in order with no gap. */
+export function apply(state: ClusterState, ie: IndexedEvent): ClusterState {
+  if (ie.idx !== state.lastEventAppliedIdx + 1) throw new OutOfOrderEvent(state.lastEventAppliedIdx + 1, ie.idx);
+  return { ...applyEvent(state, ie.event), lastEventAppliedIdx: ie.idx };
+}

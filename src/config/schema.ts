@@ -1,0 +1,66 @@
+/**
+ * The node's settings: one table of keys, each with its flag, environment variable, `skulk.yaml` path,
+ * zod schema and default. Loading (config/load.ts) resolves flags > env > skulk.yaml > defaults per key.
+ */
+import { z } from "zod";
+import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
+
+const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(65535, "must be between 0 (any free port) and 65535");
+const nonEmpty = z.string().trim().min(1, "must not be empty");
+const bool = z.union([z.boolean(), z.enum(["1", "0", "true", "false", "yes", "no", "on", "off"])])
+  .transform((v) => typeof v === "boolean" ? v : ["1", "true", "yes", "on"].includes(v));
+const seconds = z.coerce.number().positive("must be a positive number of seconds");
+const peerList = z.union([z.array(nonEmpty), z.string()])
+  .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean))
+  .pipe(z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, "each peer must be host:port")));
+
+export interface Setting<T> {
+  /** Dotted name used in messages and in `skulk.yaml` (`api.port` is `api: {port: …}`). */
+  key: string;
+  /** commander's camelCase option name, when the setting has a flag. */
+  flag?: string;
+  env?: string;
+  schema: z.ZodType<T>;
+  default: T | (() => T);
+}
+
+function setting<T>(s: Setting<T>): Setting<T> {
+  return s;
+}
+
+export const SETTINGS = {
+  apiPort: setting({ key: "api.port", flag: "apiPort", env: "SKULK_API_PORT", schema: port, default: 52415 }),
+  apiHost: setting({ key: "api.host", flag: "apiHost", env: "SKULK_API_HOST", schema: nonEmpty, default: "0.0.0.0" }),
+  apiKey: setting({ key: "api.key", env: "SKULK_API_KEY", schema: z.string().min(16, "must be at least 16 characters").nullable(), default: null }),
+  dataDir: setting({
+    key: "node.data_dir",
+    flag: "dataDir",
+    env: "SKULK_DATA_DIR",
+    schema: nonEmpty,
+    default: () => `${Deno.env.get("HOME") ?? "."}/.skulk`,
+  }),
+  modelsDir: setting({ key: "node.models_dir", flag: "modelsDir", env: "SKULK_MODELS_DIR", schema: nonEmpty.nullable(), default: null }),
+  friendlyName: setting({
+    key: "node.friendly_name",
+    flag: "friendlyName",
+    env: "SKULK_FRIENDLY_NAME",
+    schema: nonEmpty.max(64, "must be at most 64 characters"),
+    default: () => Deno.hostname(),
+  }),
+  worker: setting({ key: "node.worker", flag: "worker", env: "SKULK_WORKER", schema: bool, default: true }),
+  namespace: setting({
+    key: "cluster.namespace",
+    flag: "namespace",
+    env: "SKULK_NAMESPACE",
+    schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "must be 1-64 letters, digits, '.', '_' or '-'"),
+    default: "default",
+  }),
+  peers: setting({ key: "cluster.peers", flag: "peer", env: "SKULK_PEERS", schema: peerList, default: [] as string[] }),
+  nodeTimeout: setting({ key: "cluster.node_timeout_seconds", env: "SKULK_NODE_TIMEOUT", schema: seconds, default: 30 }),
+  logLevel: setting({ key: "logging.level", flag: "logLevel", env: "SKULK_LOG_LEVEL", schema: LogLevelSchema, default: "info" as const }),
+  logFormat: setting({ key: "logging.format", flag: "logFormat", env: "SKULK_LOG_FORMAT", schema: LogFormatSchema, default: "auto" as const }),
+  defaultModel: setting({ key: "inference.default_model", flag: "defaultModel", env: "SKULK_DEFAULT_MODEL", schema: nonEmpty.nullable(), default: null }),
+} as const;
+
+type Settings = typeof SETTINGS;
+export type Config = { -readonly [K in keyof Settings]: Settings[K] extends Setting<infer T> ? T : never };
