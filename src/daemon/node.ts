@@ -81,6 +81,9 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       catalog: Catalog.bundled(),
       startedAt: Date.now(),
       masterNodeId: () => nodeId,
+      submit: async (event) => {
+        await eventLog.append(event);
+      },
     };
     return await serve(ctx, lock, opts);
   } catch (e) {

@@ -2,6 +2,7 @@
  * What a running node holds, as the API and the planes see it. The daemon builds it; handlers and
  * tests receive it, so a route never reaches for globals.
  */
+import type { Event } from "../cluster/events.ts";
 import type { EventLog } from "../cluster/log.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
@@ -20,6 +21,11 @@ export interface NodeContext {
   startedAt: number;
   /** The master's node id as this node knows it. */
   masterNodeId(): string;
+  /**
+   * Hands an event to the master to be indexed (locally when this node is the master, over HTTP
+   * otherwise). Every plane emits events through here, never through `log.append` directly.
+   */
+  submit(event: Event): Promise<void>;
   /** Set by the daemon: begins a clean restart of this node's process. */
   restart?: () => boolean;
 }
