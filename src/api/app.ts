@@ -10,7 +10,9 @@ import type { NodeContext } from "../node/context.ts";
 import type { ApiEnv } from "./env.ts";
 import { ApiError, envelope, errorResponse } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
+import { instanceRoutes } from "./routes/instances.ts";
 import { modelRoutes } from "./routes/models.ts";
+import { openaiRoutes } from "./routes/openai.ts";
 import { nodeRoutes } from "./routes/node.ts";
 import { stateRoutes } from "./routes/state.ts";
 
@@ -57,6 +59,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", nodeRoutes);
   app.route("/", stateRoutes);
   app.route("/", modelRoutes);
+  app.route("/", instanceRoutes);
+  app.route("/", openaiRoutes);
   extras.mount?.(app);
 
   app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));

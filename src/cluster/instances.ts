@@ -3,7 +3,7 @@
  * one placed model: which runner on which node serves which shard, and how the engines reach each other.
  */
 import { z } from "zod";
-import { tagged } from "./tagged.ts";
+import { tagged, type Untagged } from "./tagged.ts";
 
 const ModelCardWireSchema = z.looseObject({ modelId: z.string() });
 
@@ -72,9 +72,8 @@ export const InstanceSchema = z.union([
   ),
 ]);
 export type Instance = z.infer<typeof InstanceSchema>;
-type Values<T> = T extends Record<string, infer V> ? V : never;
 /** The inner object of any instance variant (the fields every variant shares, plus its own). */
-export type InstanceBody = Values<Instance>;
+export type InstanceBody = Untagged<Instance>;
 
 export function instanceBody(i: Instance): InstanceBody {
   return Object.values(i)[0] as InstanceBody;

@@ -14,9 +14,12 @@ export function tagOf(value: object): string {
   return keys[0];
 }
 
+/** The inner object of each variant of a tagged union. */
+export type Untagged<T> = T extends Record<string, infer V> ? V : never;
+
 /** The inner object of a tagged value, whatever its tag. */
-export function untag<T extends object>(value: T): T[keyof T] {
-  return (value as Record<string, unknown>)[tagOf(value)] as T[keyof T];
+export function untag<T extends object>(value: T): Untagged<T> {
+  return (value as Record<string, unknown>)[tagOf(value)] as Untagged<T>;
 }
 
 export const MemorySchema = z.object({ inBytes: z.number().int() }).strict();

@@ -15,6 +15,7 @@ import { openStore } from "../store/db.ts";
 import { recordHistory, recordNode } from "../store/history.ts";
 import { collectReading } from "../telemetry/collect.ts";
 import { VERSION } from "../version.ts";
+import { Worker } from "../worker/worker.ts";
 
 const log = logger("daemon");
 
@@ -145,6 +146,7 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
   const planes = opts.planes ?? [];
   const started: Plane[] = [];
   for (const p of planes) {
+    if (p instanceof Worker) ctx.worker = p;
     await p.start(ctx);
     started.push(p);
   }

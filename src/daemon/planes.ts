@@ -1,7 +1,10 @@
-/** Which planes a daemon runs, from its config. Each later capability (worker, cluster) adds its plane here. */
+/** Which planes a daemon runs, from its config. Each capability (worker, cluster, ...) adds its plane here. */
 import type { Config } from "../config/schema.ts";
+import { Worker } from "../worker/worker.ts";
 import type { Plane } from "./node.ts";
 
-export function daemonPlanes(_config: Config): Plane[] {
-  return [];
+export function daemonPlanes(config: Config): Plane[] {
+  const planes: Plane[] = [];
+  if (config.worker) planes.push(new Worker());
+  return planes;
 }

@@ -8,6 +8,7 @@ import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import type { Catalog } from "../models/catalog.ts";
 import type { Store } from "../store/db.ts";
+import type { LocalRunner } from "../worker/worker.ts";
 
 export interface NodeContext {
   nodeId: string;
@@ -26,6 +27,8 @@ export interface NodeContext {
    * otherwise). Every plane emits events through here, never through `log.append` directly.
    */
   submit(event: Event): Promise<void>;
+  /** This node's runners (absent on a node started with --no-worker). */
+  worker?: { runner(runnerId: string): LocalRunner | undefined; runners(): LocalRunner[] };
   /** Set by the daemon: begins a clean restart of this node's process. */
   restart?: () => boolean;
 }

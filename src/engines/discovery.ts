@@ -1,0 +1,115 @@
+/**
+ * Finds the llama.cpp engines this node can run: `SKULK_LLAMA_SERVER_BIN`, else PATH, else the build
+ * cache; `ggml-rpc-server` from `SKULK_RPC_SERVER_BIN`, else next to llama-server. Reports their build.
+ */
+import { z } from "zod";
+
+export const BuildInfoSchema = z.object({
+  llamaCppCommit: z.string(),
+  backend: z.string(),
+  rpcProtocol: z.string().optional(),
+}).loose();
+
+export interface EngineFound {
+  llamaServer: string | null;
+  rpcServer: string | null;
+  /** How llama-server was found: env, path or cache. */
+  source: "env" | "path" | "cache" | null;
+  /** `llama-server --version`'s build line, e.g. "0.4.0-dev (build 1, commit 80fb11a)". */
+  build: string | null;
+  backend: string | null;
+  rpcProtocol: string | null;
+}
+
+export function cacheDir(env: Record<string, string | undefined> = Deno.env.toObject()): string {
+  return env.SKULK_CACHE_DIR ?? `${env.XDG_CACHE_HOME ?? `${env.HOME ?? "."}/.cache`}/skulk`;
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    const st = Deno.statSync(path);
+    return st.isFile && ((st.mode ?? 0o111) & 0o111) !== 0;
+  } catch {
+    return false;
+  }
+}
+
+function onPath(name: string, env: Record<string, string | undefined>): string | null {
+  for (const dir of (env.PATH ?? "").split(":")) {
+    if (dir && isExecutable(`${dir}/${name}`)) return `${dir}/${name}`;
+  }
+  return null;
+}
+
+function fromCache(env: Record<string, string | undefined>): string | null {
+  const dir = `${cacheDir(env)}/engines`;
+  try {
+    const builds = [...Deno.readDirSync(dir)].filter((e) => e.isDirectory).map((e) => `${dir}/${e.name}`)
+      .filter((d) => isExecutable(`${d}/bin/llama-server`))
+      .sort((a, b) => Deno.statSync(b).mtime!.getTime() - Deno.statSync(a).mtime!.getTime());
+    return builds.length ? `${builds[0]}/bin/llama-server` : null;
+  } catch {
+    return null;
+  }
+}
+
+function readBuildInfo(llamaServer: string): z.infer<typeof BuildInfoSchema> | null {
+  const dir = llamaServer.replace(/\/[^/]+$/, "");
+  for (const p of [`${dir}/build.json`, `${dir}/../build.json`]) {
+    try {
+      const parsed = BuildInfoSchema.safeParse(JSON.parse(Deno.readTextFileSync(p)));
+      if (parsed.success) return parsed.data;
+    } catch { /* not there */ }
+  }
+  return null;
+}
+
+async function versionLine(bin: string): Promise<string | null> {
+  try {
+    const out = await new Deno.Command(bin, { args: ["--version"], stdout: "piped", stderr: "piped" }).output();
+    const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+    return text.match(/version:\s*(.+)/)?.[1]?.trim() ?? null;
+  } catch {
+    return null;
+  }
+}
+
+export class EngineNotFound extends Error {
+  constructor() {
+    super("llama-server was not found: set SKULK_LLAMA_SERVER_BIN, put it on PATH, or run `skulk engine build` (scripts/build-engine)");
+    this.name = "EngineNotFound";
+  }
+}
+
+export async function findEngines(env: Record<string, string | undefined> = Deno.env.toObject()): Promise<EngineFound> {
+  let source: EngineFound["source"] = null;
+  let llamaServer: string | null = null;
+  if (env.SKULK_LLAMA_SERVER_BIN) {
+    llamaServer = isExecutable(env.SKULK_LLAMA_SERVER_BIN) ? env.SKULK_LLAMA_SERVER_BIN : null;
+    source = llamaServer ? "env" : null;
+  } else if ((llamaServer = onPath("llama-server", env))) source = "path";
+  else if ((llamaServer = fromCache(env))) source = "cache";
+  let rpcServer: string | null = null;
+  if (env.SKULK_RPC_SERVER_BIN) rpcServer = isExecutable(env.SKULK_RPC_SERVER_BIN) ? env.SKULK_RPC_SERVER_BIN : null;
+  else if (llamaServer) {
+    const dir = llamaServer.replace(/\/[^/]+$/, "");
+    rpcServer = [`${dir}/ggml-rpc-server`, `${dir}/rpc-server`].find(isExecutable) ?? null;
+  }
+  const info = llamaServer ? readBuildInfo(llamaServer) : null;
+  return {
+    llamaServer,
+    rpcServer,
+    source,
+    build: llamaServer ? await versionLine(llamaServer) : null,
+    backend: info?.backend ?? null,
+    rpcProtocol: info?.rpcProtocol ?? null,
+  };
+}
+
+/** The backend tags this node advertises to placement (`llama_cpp-cpu`, `llama_cpp-cuda`, ...). */
+export function backendTags(found: EngineFound): string[] {
+  if (!found.llamaServer) return [];
+  const compute = found.backend ?? "cpu";
+  const tags = new Set(["llama_cpp", `llama_cpp-${compute}`, "llama_cpp-cpu"]);
+  return [...tags].sort();
+}

@@ -1,0 +1,147 @@
+/**
+ * Translates llama-server's OpenAI SSE stream into upstream Skulk's framing: `: command_id`, chunks with
+ * `object: "chat.completion"` and the command id, each tool call whole in one delta, usage on the final
+ * chunk, `: generation_stats`, then `data: [DONE]`. Pure: feed it data payloads, it returns SSE text.
+ */
+
+interface ToolCallAcc {
+  index: number;
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+interface UpstreamChunk {
+  choices?: {
+    index?: number;
+    delta?: {
+      content?: string | null;
+      reasoning_content?: string | null;
+      tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[];
+    };
+    finish_reason?: string | null;
+    logprobs?: unknown;
+  }[];
+  usage?: Record<string, unknown> | null;
+  timings?: { prompt_n?: number; predicted_n?: number; prompt_per_second?: number; predicted_per_second?: number };
+}
+
+export function sseData(obj: unknown): string {
+  return `data: ${JSON.stringify(obj)}\n\n`;
+}
+
+export class ChatStreamTranslator {
+  readonly #tools = new Map<number, ToolCallAcc>();
+  #finish: string | null = null;
+  #usage: Record<string, unknown> | null = null;
+  #timings: UpstreamChunk["timings"] | null = null;
+  #done = false;
+
+  constructor(readonly commandId: string, readonly model: string, readonly created = Math.floor(Date.now() / 1000)) {}
+
+  head(): string {
+    return `: keep-alive\n\n: command_id ${this.commandId}\n\n`;
+  }
+
+  #chunk(delta: Record<string, unknown>, finish: string | null, logprobs: unknown = null, usage: unknown = null) {
+    return sseData({
+      id: this.commandId,
+      object: "chat.completion",
+      created: this.created,
+      model: this.model,
+      choices: [{ index: 0, delta: { role: "assistant", ...delta }, logprobs, finish_reason: finish }],
+      usage,
+      service_tier: null,
+    });
+  }
+
+  /** One upstream `data:` payload (without the prefix); returns the SSE text to send now. */
+  push(payload: string): string {
+    if (this.#done) return "";
+    if (payload.trim() === "[DONE]") return this.end();
+    let chunk: UpstreamChunk & { error?: unknown };
+    try {
+      chunk = JSON.parse(payload);
+    } catch {
+      return "";
+    }
+    if (chunk.error) {
+      this.#done = true;
+      return sseData({ error: chunk.error }) + "data: [DONE]\n\n";
+    }
+    if (chunk.usage) this.#usage = chunk.usage;
+    if (chunk.timings) this.#timings = chunk.timings;
+    let out = "";
+    for (const choice of chunk.choices ?? []) {
+      const d = choice.delta ?? {};
+      for (const tc of d.tool_calls ?? []) {
+        const idx = tc.index ?? 0;
+        const acc = this.#tools.get(idx) ?? { index: idx, id: "", name: "", arguments: "" };
+        if (tc.id) acc.id = tc.id;
+        if (tc.function?.name) acc.name += tc.function.name;
+        if (tc.function?.arguments) acc.arguments += tc.function.arguments;
+        this.#tools.set(idx, acc);
+      }
+      const delta: Record<string, unknown> = {};
+      if (d.content) delta.content = d.content;
+      if (d.reasoning_content) delta.reasoning_content = d.reasoning_content;
+      if (Object.keys(delta).length) out += this.#chunk(delta, null, choice.logprobs ?? null);
+      if (choice.finish_reason) this.#finish = choice.finish_reason;
+    }
+    return out;
+  }
+
+  /** The closing frames: tool calls whole, the finish chunk with usage, stats, `[DONE]`. */
+  end(): string {
+    if (this.#done) return "";
+    this.#done = true;
+    let out = "";
+    const usage = this.#usage;
+    if (this.#tools.size > 0) {
+      const calls = [...this.#tools.values()].sort((a, b) => a.index - b.index).map((t) => ({
+        id: t.id || `call_${t.index}`,
+        index: t.index,
+        type: "function",
+        function: { id: t.id || `call_${t.index}`, name: t.name, arguments: t.arguments },
+      }));
+      out += this.#chunk({ tool_calls: calls }, "tool_calls", null, usage);
+    } else {
+      out += this.#chunk({ content: "" }, this.#finish ?? "stop", null, usage);
+    }
+    const t = this.#timings;
+    if (t) {
+      out += `: generation_stats ${JSON.stringify({
+        prompt_tps: t.prompt_per_second ?? null,
+        generation_tps: t.predicted_per_second ?? null,
+        prompt_tokens: t.prompt_n ?? null,
+        generation_tokens: t.predicted_n ?? null,
+      })}\n\n`;
+    }
+    return out + "data: [DONE]\n\n";
+  }
+
+  /** An error that ends the stream (engine died, stalled): one error event, then `[DONE]`. */
+  fail(message: string, code = 503): string {
+    if (this.#done) return "";
+    this.#done = true;
+    return sseData({ error: { message, type: "ServiceUnavailable", param: null, code } }) + "data: [DONE]\n\n";
+  }
+}
+
+/** Splits an SSE byte stream into `data:` payloads, across chunk boundaries. */
+export class SseLineReader {
+  #buf = "";
+  readonly #dec = new TextDecoder();
+
+  push(bytes: Uint8Array): string[] {
+    this.#buf += this.#dec.decode(bytes, { stream: true });
+    const out: string[] = [];
+    let nl: number;
+    while ((nl = this.#buf.indexOf("\n")) >= 0) {
+      const line = this.#buf.slice(0, nl).replace(/\r$/, "");
+      this.#buf = this.#buf.slice(nl + 1);
+      if (line.startsWith("data:")) out.push(line.slice(5).trimStart());
+    }
+    return out;
+  }
+}

@@ -1,0 +1,182 @@
+/**
+ * The worker plane: reconciles what runs on this node with the cluster state after every applied event.
+ * It starts llama-server for each shard placed here, reports runner status as events, and notices a
+ * dead engine at once (the runner fails with the engine's log tail; requests then fail fast).
+ */
+import type { ShardMetadata } from "../cluster/instances.ts";
+import { instanceBody } from "../cluster/instances.ts";
+import { makeEvent } from "../cluster/events.ts";
+import { untag } from "../cluster/tagged.ts";
+import type { Plane } from "../daemon/node.ts";
+import { findEngines } from "../engines/discovery.ts";
+import { llamaServerProcess } from "../engines/llama-server.ts";
+import { EngineFailed, type EngineProcess } from "../engines/process.ts";
+import { PortAllocator } from "../engines/ports.ts";
+import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
+import { logger } from "../log/mod.ts";
+import { type ModelCard, parseCard } from "../models/card.ts";
+import type { NodeContext } from "../node/context.ts";
+import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
+import { resolveModelFile } from "./model-files.ts";
+
+const log = logger("worker");
+
+/** Default serving context when a placement carries no limit (upstream caps GGUF serving at 8192). */
+const DEFAULT_CONTEXT = 8192;
+
+export interface LocalRunner {
+  runnerId: string;
+  instanceId: string;
+  modelId: string;
+  phase: LocalPhase;
+  /** http://127.0.0.1:<port> of the engine, once it serves. */
+  baseUrl: string | null;
+  contextTokens: number;
+  engine: EngineProcess | null;
+  /** Why the runner failed, with the engine's log tail. */
+  failure: string | null;
+}
+
+export class Worker implements Plane {
+  readonly name = "worker";
+  readonly #runners = new Map<string, LocalRunner>();
+  readonly #ports = new PortAllocator();
+  #ctx!: NodeContext;
+  #reconciling: Promise<void> | null = null;
+  #again = false;
+  #stopped = false;
+
+  runner(runnerId: string): LocalRunner | undefined {
+    return this.#runners.get(runnerId);
+  }
+
+  runners(): LocalRunner[] {
+    return [...this.#runners.values()];
+  }
+
+  async start(ctx: NodeContext): Promise<void> {
+    this.#ctx = ctx;
+    const reaped = await reapOrphans(ctx.store.db);
+    if (reaped > 0) log.warn("reaped {n} engine(s) left by a crashed daemon", { n: reaped });
+    ctx.log.onApplied(() => {
+      void this.reconcile();
+    });
+    await this.reconcile();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#reconciling;
+    await Promise.all(this.runners().map((r) => this.#stopRunner(r, "node shutting down", false)));
+  }
+
+  /** Runs the plan; calls that arrive while one runs are folded into one more pass. */
+  reconcile(): Promise<void> {
+    if (this.#reconciling) {
+      this.#again = true;
+      return this.#reconciling;
+    }
+    this.#reconciling = (async () => {
+      do {
+        this.#again = false;
+        if (this.#stopped) return;
+        const local = this.runners().map((r) => ({ runnerId: r.runnerId, instanceId: r.instanceId, phase: r.phase }));
+        const actions = planWorker(this.#ctx.log.state, this.#ctx.nodeId, local);
+        for (const a of actions) this.#execute(a);
+      } while (this.#again);
+    })().finally(() => (this.#reconciling = null));
+    return this.#reconciling;
+  }
+
+  #execute(a: WorkerAction): void {
+    if (a.kind === "stop") {
+      const r = this.#runners.get(a.runnerId);
+      if (r) void this.#stopRunner(r, a.reason, true);
+      return;
+    }
+    const body = instanceBody(a.instance);
+    const runner: LocalRunner = {
+      runnerId: a.runnerId,
+      instanceId: a.instanceId,
+      modelId: body.shardAssignments.modelId,
+      phase: "starting",
+      baseUrl: null,
+      contextTokens: body.contextTokenLimit ?? DEFAULT_CONTEXT,
+      engine: null,
+      failure: null,
+    };
+    this.#runners.set(a.runnerId, runner);
+    void this.#startRunner(runner, a.shard);
+  }
+
+  async #status(runnerId: string, status: Record<string, unknown>): Promise<void> {
+    try {
+      await this.#ctx.submit(makeEvent("RunnerStatusUpdated", { runnerId, runnerStatus: status }));
+    } catch (e) {
+      log.warn("could not report runner {runnerId} status: {error}", { runnerId, error: (e as Error).message });
+    }
+  }
+
+  async #fail(runner: LocalRunner, message: string): Promise<void> {
+    runner.phase = "failed";
+    runner.failure = message;
+    runner.baseUrl = null;
+    log.error("runner {runnerId} ({model}) failed: {message}", { runnerId: runner.runnerId, model: runner.modelId, message });
+    await this.#status(runner.runnerId, { RunnerFailed: { errorMessage: message } });
+  }
+
+  async #startRunner(runner: LocalRunner, shard: ShardMetadata): Promise<void> {
+    // Read through a function: the phase changes under us while we await (a stop can arrive).
+    const phase = (): LocalPhase => runner.phase;
+    const meta = untag(shard);
+    let card: ModelCard;
+    try {
+      card = parseCard(meta.modelCard);
+    } catch (e) {
+      return this.#fail(runner, `the placement's model card is invalid: ${(e as Error).message}`);
+    }
+    await this.#status(runner.runnerId, { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } });
+    const engines = await findEngines();
+    if (!engines.llamaServer) {
+      return this.#fail(runner, "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`");
+    }
+    const file = await resolveModelFile(card, this.#ctx.config);
+    if ("error" in file) return this.#fail(runner, file.error);
+    if (this.#stopped || phase() !== "starting") return;
+    const port = this.#ports.allocate();
+    const engine = llamaServerProcess(
+      { bin: engines.llamaServer, model: file.path, port, contextTokens: runner.contextTokens, embedding: card.tasks.includes("TextEmbedding") },
+      sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }),
+    );
+    runner.engine = engine;
+    engine.onDeath((reason, tail) => {
+      this.#ports.release(port);
+      if (phase() === "stopping") return;
+      void this.#fail(runner, `${reason}\n--- last lines of the engine's log ---\n${tail.slice(-15).join("\n")}`);
+    });
+    try {
+      await engine.start();
+    } catch (e) {
+      this.#ports.release(port);
+      if (phase() === "stopping") return;
+      return this.#fail(runner, e instanceof EngineFailed ? e.message : `llama-server failed to start: ${(e as Error).message}`);
+    }
+    if (phase() !== "starting") return; // stopped while loading
+    runner.baseUrl = `http://127.0.0.1:${port}`;
+    runner.phase = "ready";
+    log.info("runner {runnerId} serves {model} on port {port}", { runnerId: runner.runnerId, model: runner.modelId, port });
+    await this.#status(runner.runnerId, { RunnerLoaded: {} });
+    await this.#status(runner.runnerId, { RunnerReady: {} });
+  }
+
+  async #stopRunner(runner: LocalRunner, reason: string, report: boolean): Promise<void> {
+    runner.phase = "stopping";
+    runner.baseUrl = null;
+    log.info("stopping runner {runnerId}: {reason}", { runnerId: runner.runnerId, reason });
+    await runner.engine?.stop();
+    this.#runners.delete(runner.runnerId);
+    if (report && this.#ctx.log.state.runners[runner.runnerId]) {
+      await this.#status(runner.runnerId, { RunnerShutdown: {} });
+    }
+  }
+}
