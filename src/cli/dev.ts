@@ -1,0 +1,79 @@
+/**
+ * `skulk dev`: developer tools. `make-model` writes a tiny random-weight llama GGUF with a real tokenizer,
+ * small enough for tests and demos, that llama-server serves (chat, completion, embeddings, RPC splits).
+ */
+import type { Command } from "commander";
+import { writeTinyModel } from "../models/gguf/tiny.ts";
+import { VocabNotFound } from "../models/gguf/vocab.ts";
+import { CliError, formatBytes } from "./common.ts";
+
+const int = (name: string) => (v: string): number => {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new CliError(`--${name} wants a non-negative integer, got '${v}'`, 2);
+  }
+  return n;
+};
+
+export function registerDev(program: Command): Command {
+  const dev = program.command("dev").description("developer tools (tiny test models)");
+  dev.command("make-model")
+    .description(
+      "write a tiny random-weight llama GGUF (real vocabulary from llama.cpp's models/ggml-vocab-*.gguf)",
+    )
+    .requiredOption("--out <file>", "GGUF file to write")
+    .option("--layers <n>", "transformer blocks (default 4)", int("layers"))
+    .option("--width <n>", "embedding width (default 64)", int("width"))
+    .option("--heads <n>", "attention heads (default 4)", int("heads"))
+    .option("--kv-heads <n>", "key/value heads (default 2)", int("kv-heads"))
+    .option("--ffn <n>", "feed-forward width (default 192)", int("ffn"))
+    .option("--context <n>", "context length (default 4096)", int("context"))
+    .option("--seed <n>", "weights seed (default 1)", int("seed"))
+    .option(
+      "--vocab <name>",
+      "vocabulary ggml-vocab-<name>.gguf (default llama-spm; env SKULK_VOCAB_DIR says where)",
+    )
+    .option("--dtype <type>", "f16 or f32 weights (default f16)")
+    .option(
+      "--pooling <kind>",
+      "none, mean, cls or last: a pooling type for llama-server --embeddings (default none)",
+    )
+    .option("--name <name>", "general.name written in the header")
+    .option("--json", "print the result as JSON")
+    .action(async (flags) => {
+      if (flags.dtype && !["f16", "f32"].includes(flags.dtype)) {
+        throw new CliError(`--dtype must be f16 or f32, got '${flags.dtype}'`, 2);
+      }
+      if (flags.pooling && !["none", "mean", "cls", "last"].includes(flags.pooling)) {
+        throw new CliError(`--pooling must be none, mean, cls or last, got '${flags.pooling}'`, 2);
+      }
+      try {
+        const r = await writeTinyModel(flags.out, {
+          layers: flags.layers,
+          width: flags.width,
+          heads: flags.heads,
+          kvHeads: flags.kvHeads,
+          ffn: flags.ffn,
+          contextLength: flags.context,
+          seed: flags.seed,
+          vocab: flags.vocab,
+          dtype: flags.dtype,
+          pooling: flags.pooling,
+          name: flags.name,
+        });
+        if (flags.json) {
+          console.log(
+            JSON.stringify({ path: flags.out, bytes: r.bytes, vocab: r.vocabPath, options: r.options }),
+          );
+        } else {console.log(
+            `wrote ${flags.out} (${
+              formatBytes(r.bytes)
+            }, ${r.options.layers} layers, vocab ${r.options.vocab})`,
+          );}
+      } catch (e) {
+        if (e instanceof VocabNotFound || e instanceof RangeError) throw new CliError(e.message, 2);
+        throw e;
+      }
+    });
+  return dev;
+}

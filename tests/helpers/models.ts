@@ -1,0 +1,59 @@
+/**
+ * Tiny GGUF models for tests: generated once per option set under tests/.tmp/models/ and reused, so every
+ * test that needs a real llama-server model gets one in milliseconds without any download.
+ */
+import { resolveTinyOptions, type TinyOptions, writeTinyModel } from "../../src/models/gguf/tiny.ts";
+
+const ROOT = new URL("../..", import.meta.url).pathname;
+export const MODELS_DIR = `${ROOT}tests/.tmp/models`;
+
+/** File name for an option set: every resolved option is part of it, so different options never share a file. */
+export function tinyModelName(opts: TinyOptions = {}): string {
+  const o = resolveTinyOptions(opts);
+  const key = [
+    o.vocab,
+    `${o.layers}L`,
+    `${o.width}w`,
+    `${o.heads}h`,
+    `${o.kvHeads}kv`,
+    `${o.ffn}ff`,
+    `${o.contextLength}c`,
+    `s${o.seed}`,
+    o.dtype,
+    o.pooling,
+  ];
+  const name = opts.name ? `-${opts.name.replace(/[^A-Za-z0-9._-]/g, "_")}` : "";
+  return `tiny-${key.join("-")}${name}.gguf`;
+}
+
+/** Path of a tiny llama GGUF with these options (defaults: 4 layers, 64 wide, llama-spm vocab, f16). */
+export async function tinyModel(opts: TinyOptions = {}): Promise<string> {
+  Deno.mkdirSync(MODELS_DIR, { recursive: true });
+  const path = `${MODELS_DIR}/${tinyModelName(opts)}`;
+  try {
+    if (Deno.statSync(path).size > 0) return path;
+  } catch { /* not made yet */ }
+  // writeTinyModel renames into place, so parallel test workers never read a half-written file.
+  await writeTinyModel(path, opts);
+  return path;
+}
+
+/** Path of an engine binary: SKULK_LLAMA_SERVER_BIN / SKULK_RPC_SERVER_BIN, else the cached build scripts/build-engine prints. */
+export async function engineBinary(name: "llama-server" | "ggml-rpc-server"): Promise<string> {
+  const env = Deno.env.get(name === "llama-server" ? "SKULK_LLAMA_SERVER_BIN" : "SKULK_RPC_SERVER_BIN");
+  if (env) return env;
+  engineDir ??= printEngineDir();
+  return `${await engineDir}/${name}`;
+}
+
+let engineDir: Promise<string> | undefined;
+
+async function printEngineDir(): Promise<string> {
+  const out = await new Deno.Command(`${ROOT}scripts/build-engine`, {
+    args: ["--print-dir"],
+    stdout: "piped",
+    stderr: "inherit",
+  }).output();
+  if (!out.success) throw new Error("scripts/build-engine --print-dir failed; build the engine first");
+  return new TextDecoder().decode(out.stdout).trim();
+}
