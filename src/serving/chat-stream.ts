@@ -39,6 +39,11 @@ export class ChatStreamTranslator {
 
   constructor(readonly commandId: string, readonly model: string, readonly created = Math.floor(Date.now() / 1000)) {}
 
+  /** True once the closing frames were produced: nothing more will be sent. */
+  get done(): boolean {
+    return this.#done;
+  }
+
   head(): string {
     return `: keep-alive\n\n: command_id ${this.commandId}\n\n`;
   }

@@ -124,7 +124,7 @@ function streamResponse(
   upstream: Response,
   abort: AbortController,
   commandId: string,
-  frame: { head: () => string; push: (p: string) => string; end: () => string; fail: (m: string) => string },
+  frame: { head: () => string; push: (p: string) => string; end: () => string; fail: (m: string) => string; done: () => boolean },
   onError: (e: unknown) => string,
 ): Response {
   const enc = new TextEncoder();
@@ -152,23 +152,28 @@ function streamResponse(
       }, 2000);
     },
     async pull(controller) {
-      const send = (text: string) => {
-        if (!text) return;
-        lastSent = Date.now();
-        controller.enqueue(enc.encode(text));
-      };
+      // A pull must enqueue something (or close): the stream calls pull again only after it does, so
+      // engine chunks that translate to nothing (a role-only delta, a usage record) are read past here.
       try {
-        const { done, value } = await reader.read();
-        if (done) {
-          send(frame.end());
-          controller.close();
-          finish();
-          return;
+        for (;;) {
+          const { done, value } = await reader.read();
+          const text = done ? frame.end() : lines.push(value).map((p) => frame.push(p)).join("");
+          if (text) {
+            lastSent = Date.now();
+            controller.enqueue(enc.encode(text));
+          }
+          if (done || frame.done()) {
+            // The engine may hold its connection open after [DONE]; the answer is complete, so end it now.
+            controller.close();
+            finish();
+            if (!done) void reader.cancel().catch(() => undefined);
+            return;
+          }
+          if (text) return;
         }
-        send(lines.push(value).map((p) => frame.push(p)).join(""));
       } catch (e) {
         try {
-          send(abort.signal.aborted ? frame.fail("generation was cancelled") : onError(e));
+          controller.enqueue(enc.encode(abort.signal.aborted ? frame.fail("generation was cancelled") : onError(e)));
           controller.close();
         } catch { /* client already gone */ }
         finish();
@@ -232,6 +237,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
         push: (p) => t.push(p),
         end: () => t.end(),
         fail: (m) => t.fail(m),
+        done: () => t.done,
       }, (e) => t.fail(engineFailure(ctx, target, e)));
     }
     try {
@@ -283,6 +289,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
         push: rewrite,
         end: () => (done ? "" : (done = true, "data: [DONE]\n\n")),
         fail,
+        done: () => done,
       }, (e) => fail(engineFailure(ctx, target, e)));
     }
     inflight.delete(commandId);

@@ -1,0 +1,183 @@
+/**
+ * Real inference on one node: a tiny GGUF placed on a real daemon, served by the real llama-server,
+ * talked to with the official `openai` client; engine death, crash reaping and bad requests included.
+ */
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
+import { engineBinary, tinyModel } from "../helpers/models.ts";
+import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+
+const MODEL = "skulk-test/tiny-llama";
+
+async function enginePids(dataDir: string): Promise<number[]> {
+  const r = await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT pid FROM engine_processes WHERE kind = 'llama-server'"]);
+  return (JSON.parse(r.stdout) as { pid: number }[]).map((x) => x.pid);
+}
+
+async function place(node: Daemon, model = MODEL, ctx = 2048) {
+  const card = localCardWire(model, await tinyModel());
+  const instance = singleNodeInstance(node.nodeId, card, ctx);
+  const res = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+  expect(res.status).toBe(200);
+  const body = instance.MlxRingInstance;
+  const runnerId = Object.keys(body.shardAssignments.runnerToShard)[0];
+  await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner to be ready");
+  return { instanceId: body.instanceId, runnerId };
+}
+
+describe("serving a tiny model on one node", () => {
+  let node: Daemon;
+  let client: OpenAI;
+  let placed: { instanceId: string; runnerId: string };
+
+  beforeAll(async () => {
+    const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
+    node = await startDaemon({ env });
+    client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: "unused", maxRetries: 0 });
+    placed = await place(node);
+  });
+  afterAll(async () => {
+    await node?.stop();
+  });
+
+  it("answers a chat completion through the openai client", async () => {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "Hello there" }], max_tokens: 12 });
+    expect(r.model).toBe(MODEL);
+    expect(r.choices[0].message.role).toBe("assistant");
+    expect((r.choices[0].message.content ?? "").length).toBeGreaterThan(0);
+    expect(r.usage?.completion_tokens).toBeGreaterThan(0);
+  });
+
+  it("streams a chat completion in upstream's SSE framing", async () => {
+    const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "Tell me a story" }], max_tokens: 16, stream: true });
+    let text = "";
+    let finish: string | null = null;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(text.length).toBeGreaterThan(0);
+    expect(finish).toMatch(/stop|length/);
+
+    const raw = await (await fetch(`${node.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 8, stream: true }),
+    })).text();
+    const events = raw.split("\n\n").filter(Boolean);
+    expect(events[1]).toMatch(/^: command_id [0-9a-f-]{36}$/);
+    const id = events[1].slice(": command_id ".length);
+    const chunks = events.filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)));
+    expect(chunks.length).toBeGreaterThan(1);
+    expect(chunks.every((c) => c.id === id && c.object === "chat.completion")).toBe(true);
+    expect(chunks.at(-1).usage.completion_tokens).toBeGreaterThan(0);
+    expect(events.at(-1)).toBe("data: [DONE]");
+  });
+
+  it("serves several streams at once", async () => {
+    const runs = await Promise.all([0, 1, 2].map(async (i) => {
+      const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `Count ${i}` }], max_tokens: 10, stream: true });
+      let n = 0;
+      for await (const c of s) if (c.choices[0]?.delta?.content) n++;
+      return n;
+    }));
+    expect(runs.every((n) => n > 0)).toBe(true);
+  });
+
+  it("serves legacy completions", async () => {
+    const r = await client.completions.create({ model: MODEL, prompt: "Once upon a time", max_tokens: 8 });
+    expect(r.choices[0].text.length).toBeGreaterThan(0);
+  });
+
+  it("refuses bad requests with a 4xx that says what is wrong", async () => {
+    const post = (body: unknown) => fetch(`${node.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(body) });
+    const cases: [unknown, number, RegExp][] = [
+      [{ model: MODEL, messages: [] }, 400, /messages: must not be empty/],
+      [{ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 0 }, 400, /max_tokens: must be a positive integer/],
+      [{ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 5000 }, 400, /^context_length_exceeded: max_tokens \(5000\)/],
+      [{ model: MODEL, messages: [{ role: "user", content: "" }] }, 400, /every message is empty/],
+      [{ model: "nobody/placed-this", messages: [{ role: "user", content: "x" }] }, 404, /^No instance found for model nobody\/placed-this$/],
+      [{ messages: [{ role: "user", content: "x" }] }, 400, /model/],
+    ];
+    for (const [body, status, msg] of cases) {
+      const res = await post(body);
+      const env = await res.json();
+      expect(res.status, JSON.stringify(body)).toBe(status);
+      expect(env.error.message, JSON.stringify(body)).toMatch(msg);
+    }
+    await expect(client.chat.completions.create({ model: "nobody/placed-this", messages: [{ role: "user", content: "x" }] })).rejects.toThrow(/No instance found/);
+  });
+
+  it("stops generation at the engine when the client disconnects", async () => {
+    const [pid] = await enginePids(node.dataDir);
+    const port = Number(JSON.parse((await skulk(["sql", "--data-dir", node.dataDir, "--json", `SELECT port FROM engine_processes WHERE pid = ${pid}`])).stdout)[0].port);
+    const abort = new AbortController();
+    const res = await fetch(`${node.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Go on forever" }], max_tokens: 1500, stream: true }),
+      signal: abort.signal,
+    });
+    const reader = res.body!.getReader();
+    let got = "";
+    while (!got.includes("data: {")) got += new TextDecoder().decode((await reader.read()).value);
+    abort.abort();
+    // The engine's slot becomes idle well before 1500 tokens would be done.
+    let busy = true;
+    for (let i = 0; i < 100 && busy; i++) {
+      const slots = await (await fetch(`http://127.0.0.1:${port}/slots`)).json() as { is_processing: boolean; next_token?: { n_decoded?: number }[] }[];
+      busy = slots.some((s) => s.is_processing);
+      if (busy) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(busy).toBe(false);
+  });
+
+  it("fails the runner with the engine's log tail when the engine is killed, and the next request gets a clear error", async () => {
+    const [pid] = await enginePids(node.dataDir);
+    expect(pidAlive(pid)).toBe(true);
+    Deno.kill(pid, "SIGKILL");
+    const s = await waitForState(node.url, (st) => runnerTag(st, placed.runnerId) === "RunnerFailed", "the runner to fail", 10_000);
+    const msg: string = s.runners[placed.runnerId].RunnerFailed.errorMessage;
+    expect(msg).toMatch(/llama-server was killed by SIGKILL/);
+    expect(msg).toMatch(/last lines of the engine's log/);
+    const res = await fetch(`${node.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }] }) });
+    expect(res.status).toBe(503);
+    expect((await res.json()).error.message).toMatch(/killed by SIGKILL/);
+  });
+
+  it("deletes the instance, stops its engine and keeps the history", async () => {
+    const fresh = await place(node, "skulk-test/tiny-second");
+    const [pid] = await enginePids(node.dataDir);
+    const del = await fetch(`${node.url}/instance/${fresh.instanceId}`, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    await waitForState(node.url, (s) => !s.instances[fresh.instanceId] && !s.runners[fresh.runnerId], "the instance to go");
+    for (let i = 0; i < 100 && pidAlive(pid); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(pidAlive(pid)).toBe(false);
+    const hist = JSON.parse((await skulk(["sql", "--data-dir", node.dataDir, "--json", `SELECT outcome, deleted_at FROM instances WHERE id = '${fresh.instanceId}'`])).stdout);
+    expect(hist).toEqual([{ outcome: "deleted", deleted_at: expect.any(String) }]);
+    expect((await fetch(`${node.url}/instance/${fresh.instanceId}`)).status).toBe(404);
+    expect((await fetch(`${node.url}/instance/${fresh.instanceId}`, { method: "DELETE" })).status).toBe(404);
+  });
+});
+
+describe("a crashed daemon", () => {
+  it("has its orphaned engine reaped on restart, and the placement serves again", async () => {
+    const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
+    const dataDir = tempDir();
+    const first = await startDaemon({ dataDir, env });
+    const { runnerId } = await place(first);
+    const [orphan] = await enginePids(dataDir);
+    await first.kill();
+    expect(pidAlive(orphan)).toBe(true);
+    const second = await startDaemon({ dataDir, env });
+    try {
+      expect(pidAlive(orphan)).toBe(false);
+      await waitForState(second.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the placement to serve again");
+      const [fresh] = await enginePids(dataDir);
+      expect(fresh).not.toBe(orphan);
+      const r = await fetch(`${second.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }) });
+      expect(r.status).toBe(200);
+    } finally {
+      await second.stop();
+    }
+  });
+});
