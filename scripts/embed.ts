@@ -63,7 +63,14 @@ function dashboardModule(): string {
   };\n`;
 }
 
+function scriptsModule(): string {
+  return `${header("scripts/build-engine")}export const BUILD_ENGINE_SCRIPT: string = ${
+    JSON.stringify(Deno.readTextFileSync(`${root}scripts/build-engine`))
+  };\n`;
+}
+
 const outputs: Record<string, () => string> = {
+  "src/generated/scripts.gen.ts": scriptsModule,
   "src/generated/migrations.gen.ts": migrationsModule,
   "src/generated/cards.gen.ts": cardsModule,
   "src/generated/dashboard.gen.ts": dashboardModule,

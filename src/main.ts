@@ -5,6 +5,7 @@
 import { Command, CommanderError } from "commander";
 import { CliError } from "./cli/common.ts";
 import { registerDev } from "./cli/dev.ts";
+import { registerEngine } from "./cli/engine.ts";
 import { registerModels } from "./cli/models.ts";
 import { registerRun } from "./cli/run.ts";
 import { registerSql } from "./cli/sql.ts";
@@ -24,6 +25,7 @@ export function buildProgram(): Command {
   registerStatus(program);
   registerSql(program);
   registerModels(program);
+  registerEngine(program);
   registerDev(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")

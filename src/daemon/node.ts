@@ -6,6 +6,7 @@ import { createApp, type AppExtras } from "../api/app.ts";
 import { EventLog } from "../cluster/log.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
+import { backendTags, findEngines } from "../engines/discovery.ts";
 import { logger } from "../log/mod.ts";
 import { Catalog } from "../models/catalog.ts";
 import type { NodeContext } from "../node/context.ts";
@@ -116,6 +117,13 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
 
   // Telemetry: the local reading, refreshed on a timer; the version counter makes it last-write-wins.
   let version = 0;
+  const found = config.worker ? await findEngines() : null;
+  const engine = found && {
+    llamaServer: found.llamaServer,
+    llamaCppBuild: found.build,
+    rpcProtocol: found.rpcProtocol,
+    backends: backendTags(found),
+  };
   const apiAddress = `${shownHost}:${port}`;
   const sample = async () => {
     const reading = await collectReading({
@@ -124,6 +132,7 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
       apiAddress,
       worker: config.worker,
       modelsDir: config.modelsDir ?? `${config.dataDir}/models`,
+      engine,
     });
     ctx.telemetry.offer(reading, ++version, Date.now());
     return reading;
