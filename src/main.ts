@@ -6,6 +6,7 @@ import { Command, CommanderError } from "commander";
 import { CliError } from "./cli/common.ts";
 import { registerDev } from "./cli/dev.ts";
 import { registerModels } from "./cli/models.ts";
+import { registerNode } from "./cli/node.ts";
 import { registerRun } from "./cli/run.ts";
 import { registerSql } from "./cli/sql.ts";
 import { registerStatus } from "./cli/status.ts";
@@ -25,6 +26,7 @@ export function buildProgram(): Command {
   registerSql(program);
   registerModels(program);
   registerDev(program);
+  registerNode(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")

@@ -13,7 +13,7 @@ import { loadOrCreateIdentity } from "../node/identity.ts";
 import { acquireLock } from "../node/lock.ts";
 import { openStore } from "../store/db.ts";
 import { recordHistory, recordNode } from "../store/history.ts";
-import { collectReading } from "../telemetry/collect.ts";
+import { Collector } from "../telemetry/collect.ts";
 import { VERSION } from "../version.ts";
 import { Worker } from "../worker/worker.ts";
 
@@ -117,14 +117,15 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
   // Telemetry: the local reading, refreshed on a timer; the version counter makes it last-write-wins.
   let version = 0;
   const apiAddress = `${shownHost}:${port}`;
+  const collector = new Collector({
+    nodeId: ctx.nodeId,
+    friendlyName: config.friendlyName,
+    apiAddress,
+    worker: config.worker,
+    modelsDir: config.modelsDir ?? `${config.dataDir}/models`,
+  });
   const sample = async () => {
-    const reading = await collectReading({
-      nodeId: ctx.nodeId,
-      friendlyName: config.friendlyName,
-      apiAddress,
-      worker: config.worker,
-      modelsDir: config.modelsDir ?? `${config.dataDir}/models`,
-    });
+    const reading = await collector.read();
     ctx.telemetry.offer(reading, ++version, Date.now());
     return reading;
   };
@@ -158,6 +159,7 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
     stopping ??= (async () => {
       log.info("shutting down: {reason}", { reason });
       clearInterval(timer);
+      collector.close();
       // Stop accepting, let in-flight requests finish, then stop the planes and close the store.
       await server.shutdown();
       for (const p of started.reverse()) {
