@@ -69,6 +69,8 @@ export class Collector {
   #nvml: Nvml | null | undefined;
   #nvidiaSmi: boolean | undefined;
   #macmon: boolean | undefined;
+  /** `networksetup` takes tens of ms and its port list changes only when hardware does: refreshed each minute. */
+  #ports: { text: string | null; at: number } | null = null;
 
   constructor(private readonly o: CollectOptions) {
     this.#fs = new FsRoot(o.root ?? "/");
