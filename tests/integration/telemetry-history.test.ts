@@ -2,28 +2,10 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { TelemetryView } from "../../src/cluster/telemetry.ts";
 import { openStore, type Store } from "../../src/store/db.ts";
-import { Collector } from "../../src/telemetry/collect.ts";
 import { freshEntries, pruneSamples, recordSamples } from "../../src/telemetry/history.ts";
-import type { Address } from "../../src/telemetry/network.ts";
-import { type NodeReading, NodeReadingSchema } from "../../src/telemetry/reading.ts";
+import { NodeReadingSchema } from "../../src/telemetry/reading.ts";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
-
-const FIXTURES = new URL("../fixtures/sysfs/", import.meta.url).pathname;
-
-async function fixtureReading(machine: string): Promise<NodeReading> {
-  const root = `${FIXTURES}${machine}`;
-  const addresses = JSON.parse(Deno.readTextFileSync(`${root}/addresses.json`)) as Address[];
-  return await new Collector({
-    nodeId: machine,
-    friendlyName: machine,
-    apiAddress: null,
-    worker: true,
-    modelsDir: root,
-    root,
-    addresses,
-    os: "linux",
-  }).read();
-}
+import { FIXTURE_SYSFS as FIXTURES, fixtureReading } from "../helpers/telemetry.ts";
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

@@ -1,34 +1,13 @@
 /** Full readings taken from the committed sysfs/procfs fixture trees, one per kind of machine. */
 import { describe, expect, it } from "vitest";
 import { Collector } from "../../src/telemetry/collect.ts";
-import type { Address } from "../../src/telemetry/network.ts";
 import { type NodeReading, NodeReadingSchema } from "../../src/telemetry/reading.ts";
 import { usableMemory } from "../../src/telemetry/usable.ts";
+import { fixtureAddresses, fixtureReading } from "../helpers/telemetry.ts";
 
-const FIXTURES = new URL("../fixtures/sysfs/", import.meta.url).pathname;
 const GIB = 1024 ** 3;
 const KB = 1024;
-
-async function reading(machine: string, twice = false): Promise<NodeReading> {
-  const root = `${FIXTURES}${machine}`;
-  const addresses = JSON.parse(Deno.readTextFileSync(`${root}/addresses.json`)) as Address[];
-  const c = new Collector({
-    nodeId: machine,
-    friendlyName: machine,
-    apiAddress: null,
-    worker: true,
-    modelsDir: root,
-    root,
-    addresses,
-    os: "linux",
-  });
-  try {
-    if (twice) await c.read();
-    return await c.read();
-  } finally {
-    c.close();
-  }
-}
+const reading = fixtureReading;
 
 const types = (r: NodeReading) =>
   Object.fromEntries(r.network!.interfaces.map((i) => [`${i.name} ${i.ipAddress}`, i.interfaceType]));
@@ -158,20 +137,11 @@ describe("plain server", () => {
   });
 
   it("gives equal network readings for an unchanged machine, whatever order addresses arrive in", async () => {
-    const root = `${FIXTURES}plain-server`;
-    const addresses = JSON.parse(Deno.readTextFileSync(`${root}/addresses.json`)) as Address[];
-    const take = (a: Address[]) =>
-      new Collector({
-        nodeId: "n",
-        friendlyName: "n",
-        apiAddress: null,
-        worker: true,
-        modelsDir: root,
-        root,
-        addresses: a,
-        os: "linux",
-      }).read();
-    const [a, b] = await Promise.all([take(addresses), take([...addresses].reverse())]);
+    const addresses = fixtureAddresses("thunderbolt-box");
+    const [a, b] = await Promise.all([
+      reading("thunderbolt-box", false, addresses),
+      reading("thunderbolt-box", false, [...addresses].reverse()),
+    ]);
     expect(JSON.stringify(a.network)).toBe(JSON.stringify(b.network));
   });
 });
