@@ -107,7 +107,7 @@ export class Collector {
   }
 
   async #nvidia(): Promise<Accelerator[]> {
-    if (!this.#host || this.#os !== "linux" && this.#os !== "windows") return [];
+    if (!this.#host || this.#os !== "linux") return [];
     if (this.#nvml === undefined) this.#nvml = Nvml.open();
     const fromNvml = this.#nvml?.read();
     if (fromNvml) return fromNvml;
