@@ -7,6 +7,7 @@ import { CliError } from "./cli/common.ts";
 import { registerDev } from "./cli/dev.ts";
 import { registerEngine } from "./cli/engine.ts";
 import { registerModels } from "./cli/models.ts";
+import { registerNode } from "./cli/node.ts";
 import { registerRun } from "./cli/run.ts";
 import { registerSql } from "./cli/sql.ts";
 import { registerStatus } from "./cli/status.ts";
@@ -27,6 +28,7 @@ export function buildProgram(): Command {
   registerModels(program);
   registerEngine(program);
   registerDev(program);
+  registerNode(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")

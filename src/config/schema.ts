@@ -59,6 +59,18 @@ export const SETTINGS = {
   nodeTimeout: setting({ key: "cluster.node_timeout_seconds", env: "SKULK_NODE_TIMEOUT", schema: seconds, default: 30 }),
   logLevel: setting({ key: "logging.level", flag: "logLevel", env: "SKULK_LOG_LEVEL", schema: LogLevelSchema, default: "info" as const }),
   logFormat: setting({ key: "logging.format", flag: "logFormat", env: "SKULK_LOG_FORMAT", schema: LogFormatSchema, default: "auto" as const }),
+  telemetryHistoryInterval: setting({
+    key: "telemetry.history_interval_seconds",
+    env: "SKULK_TELEMETRY_HISTORY_INTERVAL",
+    schema: z.coerce.number().min(0, "must be 0 (off) or a number of seconds"),
+    default: 60,
+  }),
+  telemetryHistoryRetention: setting({
+    key: "telemetry.history_retention_hours",
+    env: "SKULK_TELEMETRY_HISTORY_RETENTION_HOURS",
+    schema: z.coerce.number().positive("must be a positive number of hours"),
+    default: 168,
+  }),
   defaultModel: setting({ key: "inference.default_model", flag: "defaultModel", env: "SKULK_DEFAULT_MODEL", schema: nonEmpty.nullable(), default: null }),
 } as const;
 

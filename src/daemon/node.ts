@@ -14,7 +14,7 @@ import { loadOrCreateIdentity } from "../node/identity.ts";
 import { acquireLock } from "../node/lock.ts";
 import { openStore } from "../store/db.ts";
 import { recordHistory, recordNode } from "../store/history.ts";
-import { collectReading } from "../telemetry/collect.ts";
+import { Collector } from "../telemetry/collect.ts";
 import { VERSION } from "../version.ts";
 import { Worker } from "../worker/worker.ts";
 
@@ -125,15 +125,16 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
     backends: backendTags(found),
   };
   const apiAddress = `${shownHost}:${port}`;
+  const collector = new Collector({
+    nodeId: ctx.nodeId,
+    friendlyName: config.friendlyName,
+    apiAddress,
+    worker: config.worker,
+    modelsDir: config.modelsDir ?? `${config.dataDir}/models`,
+    engine,
+  });
   const sample = async () => {
-    const reading = await collectReading({
-      nodeId: ctx.nodeId,
-      friendlyName: config.friendlyName,
-      apiAddress,
-      worker: config.worker,
-      modelsDir: config.modelsDir ?? `${config.dataDir}/models`,
-      engine,
-    });
+    const reading = await collector.read();
     ctx.telemetry.offer(reading, ++version, Date.now());
     return reading;
   };
@@ -167,6 +168,7 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
     stopping ??= (async () => {
       log.info("shutting down: {reason}", { reason });
       clearInterval(timer);
+      collector.close();
       // Stop accepting, let in-flight requests finish, then stop the planes and close the store.
       await server.shutdown();
       for (const p of started.reverse()) {

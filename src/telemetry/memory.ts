@@ -2,6 +2,8 @@
  * Memory readings: total and available RAM and swap, from `/proc/meminfo` on Linux (under a root that
  * tests point at a fixture tree) and from `sysctl`/`vm_stat` on macOS. Unknown is null, never zero.
  */
+import { FsRoot, runText } from "./root.ts";
+
 export interface MemoryReading {
   ramTotal: number;
   ramAvailable: number;
@@ -26,33 +28,56 @@ export function parseMeminfo(text: string): MemoryReading | null {
   };
 }
 
+/**
+ * macOS: `sysctl -n hw.memsize` gives the total; `vm_stat` pages free, inactive, speculative and
+ * purgeable are what the kernel hands out without swapping. `sysctl vm.swapusage` gives swap.
+ */
+export function parseDarwinMemory(
+  memsize: string,
+  vmStat: string,
+  swapUsage: string | null,
+): MemoryReading | null {
+  const total = Number(memsize.trim());
+  const pageSize = vmStat.match(/page size of (\d+) bytes/)?.[1];
+  if (!Number.isFinite(total) || total <= 0 || !pageSize) return null;
+  const pages = (name: string) => Number(vmStat.match(new RegExp(`${name}:\\s+(\\d+)`))?.[1] ?? 0);
+  const available =
+    (pages("Pages free") + pages("Pages inactive") + pages("Pages speculative") + pages("Pages purgeable")) *
+    Number(pageSize);
+  const swap = swapUsage ? parseSwapUsage(swapUsage) : null;
+  return {
+    ramTotal: total,
+    ramAvailable: Math.min(available, total),
+    swapTotal: swap?.total ?? null,
+    swapAvailable: swap?.free ?? null,
+  };
+}
+
+const UNIT: Record<string, number> = { K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 };
+
+/** `vm.swapusage: total = 2048.00M  used = 1024.50M  free = 1023.50M  (encrypted)` */
+function parseSwapUsage(text: string): { total: number; free: number } | null {
+  const field = (name: string) => {
+    const m = text.match(new RegExp(`${name} = ([\\d.]+)([KMGT])`));
+    return m ? Number(m[1]) * UNIT[m[2]] : null;
+  };
+  const total = field("total");
+  const free = field("free");
+  return total === null || free === null ? null : { total, free };
+}
+
 export async function readMemory(root = "/"): Promise<MemoryReading | null> {
   if (Deno.build.os === "linux" || root !== "/") {
-    try {
-      return parseMeminfo(await Deno.readTextFile(`${root.replace(/\/$/, "")}/proc/meminfo`));
-    } catch {
-      return null;
-    }
+    const text = new FsRoot(root).text("proc/meminfo");
+    return text === null ? null : parseMeminfo(text);
   }
-  if (Deno.build.os === "darwin") return await readDarwinMemory();
+  if (Deno.build.os === "darwin") {
+    const [memsize, vm, swap] = await Promise.all([
+      runText("sysctl", ["-n", "hw.memsize"]),
+      runText("vm_stat", []),
+      runText("sysctl", ["vm.swapusage"]),
+    ]);
+    return memsize && vm ? parseDarwinMemory(memsize, vm, swap) : null;
+  }
   return null;
-}
-
-async function run(cmd: string, args: string[]): Promise<string | null> {
-  try {
-    const out = await new Deno.Command(cmd, { args, stdout: "piped", stderr: "null" }).output();
-    return out.success ? new TextDecoder().decode(out.stdout) : null;
-  } catch {
-    return null;
-  }
-}
-
-async function readDarwinMemory(): Promise<MemoryReading | null> {
-  const total = Number((await run("sysctl", ["-n", "hw.memsize"]))?.trim());
-  const vm = await run("vm_stat", []);
-  if (!total || !vm) return null;
-  const page = Number(vm.match(/page size of (\d+) bytes/)?.[1] ?? 16384);
-  const pages = (name: string) => Number(vm.match(new RegExp(`${name}:\\s+(\\d+)`))?.[1] ?? 0);
-  const available = (pages("Pages free") + pages("Pages inactive") + pages("Pages speculative") + pages("Pages purgeable")) * page;
-  return { ramTotal: total, ramAvailable: available, swapTotal: null, swapAvailable: null };
 }

@@ -34,8 +34,17 @@ export const AcceleratorSchema = z.object({
   temperatureCelsius: z.number().nullable(),
   clockMhz: z.number().nullable(),
   unifiedMemory: z.boolean().default(false),
+  /** Where the figures came from (nvml, nvidia-smi, sysfs, ioreg, macmon); optional so older peers still parse. */
+  source: z.string().optional(),
 }).strict();
 export type Accelerator = z.infer<typeof AcceleratorSchema>;
+
+export const TemperatureSchema = z.object({
+  sensor: z.string(),
+  label: z.string(),
+  celsius: z.number(),
+}).strict();
+export type Temperature = z.infer<typeof TemperatureSchema>;
 
 export const NodeSystemInfoSchema = z.object({
   gpuUsage: z.number().nullable(),
@@ -47,9 +56,21 @@ export const NodeSystemInfoSchema = z.object({
   loadAverage: z.array(z.number()).nullable().default(null),
   accelerator: AcceleratorSchema.nullable(),
   accelerators: z.array(AcceleratorSchema).default([]),
+  /** Share of all CPU time busy since the previous reading (0..1); null on the first reading. */
+  cpuUsage: z.number().nullable().optional(),
+  /** Every temperature sensor the node exposes (hwmon, thermal zones), sorted by sensor and label. */
+  temperatures: z.array(TemperatureSchema).optional(),
 }).strict();
 
-export const InterfaceTypeSchema = z.enum(["wifi", "ethernet", "maybe_ethernet", "thunderbolt", "vpn", "unknown"]);
+export const InterfaceTypeSchema = z.enum([
+  "wifi",
+  "ethernet",
+  "maybe_ethernet",
+  "thunderbolt",
+  "vpn",
+  "unknown",
+]);
+export type InterfaceType = z.infer<typeof InterfaceTypeSchema>;
 export const NetworkInterfaceSchema = z.object({
   name: z.string(),
   ipAddress: z.string(),
@@ -57,7 +78,14 @@ export const NetworkInterfaceSchema = z.object({
 }).strict();
 export const NodeNetworkInfoSchema = z.object({ interfaces: z.array(NetworkInterfaceSchema) }).strict();
 
-export const NodeDiskInfoSchema = z.object({ total: MemorySchema, available: MemorySchema }).strict();
+export type NetworkInterface = z.infer<typeof NetworkInterfaceSchema>;
+
+export const NodeDiskInfoSchema = z.object({
+  total: MemorySchema,
+  available: MemorySchema,
+  /** The directory measured: where models are stored. */
+  path: z.string().optional(),
+}).strict();
 
 export const EngineInfoSchema = z.object({
   llamaServer: z.string().nullable(),
