@@ -1,7 +1,7 @@
 /** Local GGUF files as custom cards on a real daemon: add, list, survive a restart, refuse bad input, delete; CLI both ways. */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
-import { tinyModel } from "../helpers/models.ts";
+import { engineBinary, tinyModel } from "../helpers/models.ts";
 
 const dir = tempDir("custom-models-");
 const daemons: Daemon[] = [];
@@ -150,5 +150,59 @@ describe("custom GGUF cards", () => {
     const rm = await skulk(["models", "remove", id, "--data-dir", dataDir]);
     expect(rm.code, rm.stderr).toBe(0);
     expect((await listed(d)).map((m) => m.id)).not.toContain(id);
+  });
+
+  it("a registered local GGUF is served by this node's worker through /v1/chat/completions", async () => {
+    const d = await startDaemon({
+      dataDir: `${dir}/node-d`,
+      env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") },
+    });
+    daemons.push(d);
+    expect((await post(d, "/models/add", { model_id: "test/served", gguf_path: model })).status).toBe(200);
+    const events = await (await fetch(`${d.url}/events`)).json();
+    const card =
+      events.find((e: { event: Record<string, unknown> }) => "CustomModelCardAdded" in e.event).event
+        .CustomModelCardAdded.modelCard;
+    const shard = {
+      PipelineShardMetadata: {
+        modelCard: card,
+        deviceRank: 0,
+        worldSize: 1,
+        resolvedBackend: "llama_cpp-cpu",
+        startLayer: 0,
+        endLayer: 2,
+        nLayers: 2,
+      },
+    };
+    const instance = {
+      LlamaRpcInstance: {
+        instanceId: "served-1",
+        shardAssignments: {
+          modelId: "test/served",
+          runnerToShard: { "runner-1": shard },
+          nodeToRunner: { [d.nodeId]: "runner-1" },
+        },
+        driverNode: d.nodeId,
+        donorEndpoints: {},
+      },
+    };
+    expect((await post(d, "/instance", { instance })).status).toBe(200);
+    let status: Record<string, unknown> | undefined;
+    for (let i = 0; i < 300 && !(status && ("RunnerReady" in status || "RunnerFailed" in status)); i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      status = (await (await fetch(`${d.url}/state`)).json()).runners?.["runner-1"];
+    }
+    expect(status, JSON.stringify(status)).toHaveProperty("RunnerReady");
+    const chat = await post(d, "/v1/chat/completions", {
+      model: "test/served",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 12,
+    });
+    const out = await chat.json();
+    expect(chat.status, JSON.stringify(out)).toBe(200);
+    expect(out.choices[0].message.content.length).toBeGreaterThan(0);
+    expect(out.usage.completion_tokens).toBe(12);
+    // A clean stop ends the runner's llama-server too (afterAll's SIGKILL would orphan it).
+    expect(await d.stop()).toBe(0);
   });
 });

@@ -4,6 +4,7 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
+import { makeEvent } from "../../cluster/events.ts";
 import { cardToWire } from "../../models/card.ts";
 import { modelListEntry } from "../../models/catalog.ts";
 import { localCard, LocalModelError } from "../../models/local.ts";
@@ -57,7 +58,7 @@ customModelRoutes.post("/models/add", async (c) => {
   if (existing && !existing.is_custom) {
     throw conflict(`'${card.model_id}' is a bundled card; choose another model_id`);
   }
-  await n.submit({ CustomModelCardAdded: { eventId: crypto.randomUUID(), modelCard: cardToWire(card) } });
+  await n.submit(makeEvent("CustomModelCardAdded", { modelCard: cardToWire(card) }));
   const added = n.catalog.get(card.model_id);
   if (!added) {
     throw new ApiError(
@@ -75,6 +76,6 @@ customModelRoutes.delete("/models/custom/:modelId{.+}", async (c) => {
   if (!card?.is_custom) {
     throw notFound(card ? `'${modelId}' is a bundled card, not a custom one` : `no custom card '${modelId}'`);
   }
-  await n.submit({ CustomModelCardDeleted: { eventId: crypto.randomUUID(), modelId } });
+  await n.submit(makeEvent("CustomModelCardDeleted", { modelId }));
   return c.json({ message: "Model card deleted", model_id: modelId });
 });
