@@ -10,6 +10,7 @@ import type { NodeContext } from "../node/context.ts";
 import type { ApiEnv } from "./env.ts";
 import { ApiError, envelope, errorResponse } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
+import { customModelRoutes } from "./routes/custom-models.ts";
 import { instanceRoutes } from "./routes/instances.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
@@ -61,6 +62,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", modelRoutes);
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
+  app.route("/", customModelRoutes);
   extras.mount?.(app);
 
   app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));

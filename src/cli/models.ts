@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { Catalog, isImageCard } from "../models/catalog.ts";
 import { formatBytes } from "./common.ts";
+import { registerModelsAdd } from "./models-add.ts";
 
 export function registerModels(program: Command): Command {
   const models = program.command("models")
@@ -26,5 +27,6 @@ export function registerModels(program: Command): Command {
       }
       console.log(`(${cards.length} cards)`);
     });
+  registerModelsAdd(models);
   return models;
 }

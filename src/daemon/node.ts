@@ -9,6 +9,7 @@ import type { Config } from "../config/schema.ts";
 import { backendTags, findEngines } from "../engines/discovery.ts";
 import { logger } from "../log/mod.ts";
 import { Catalog } from "../models/catalog.ts";
+import { followCustomCardEvents, loadCustomCardsInto } from "../models/custom.ts";
 import type { NodeContext } from "../node/context.ts";
 import { loadOrCreateIdentity } from "../node/identity.ts";
 import { acquireLock } from "../node/lock.ts";
@@ -87,6 +88,8 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
         await eventLog.append(event);
       },
     };
+    await loadCustomCardsInto(store.db, ctx.catalog);
+    followCustomCardEvents(eventLog, store.db, ctx.catalog);
     return await serve(ctx, lock, opts);
   } catch (e) {
     store?.close();

@@ -1,0 +1,125 @@
+/**
+ * Local GGUF files as custom model cards: the card built from a file's header (pure), the checks a file
+ * must pass, and the SQLite `custom_cards` rows that keep such cards across restarts.
+ */
+import { eq } from "drizzle-orm";
+import type { Db } from "../store/db.ts";
+import { customCards } from "../store/schema.ts";
+import { type ModelCard, ModelCardSchema } from "./card.ts";
+import { type GgufFacts, GgufReadError, readGgufFacts } from "./gguf/reader.ts";
+
+/** A local GGUF runs on the llama.cpp engines only (upstream's synthesized GGUF cards use the same list). */
+export const LLAMA_CPP_BACKENDS = ["llama_cpp-vulkan", "llama_cpp-rocm", "llama_cpp-cuda", "llama_cpp-cpu"];
+
+/** Architectures whose GGUF is an encoder for embeddings, whatever the pooling key says. */
+const EMBEDDING_ARCHS = new Set([
+  "bert",
+  "nomic-bert",
+  "nomic-bert-moe",
+  "jina-bert-v2",
+  "jina-bert-v3",
+  "modern-bert",
+  "t5encoder",
+]);
+
+export class LocalModelError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "LocalModelError";
+  }
+}
+
+const basename = (p: string) => p.split("/").at(-1) ?? p;
+
+/** `local/<file name without .gguf>`, spaces made dashes: a model id needs no spaces and one slash reads like org/name. */
+export function defaultLocalModelId(path: string): string {
+  const stem = basename(path).replace(/\.gguf$/i, "").replace(/\s+/g, "-");
+  return `local/${stem || "model"}`;
+}
+
+/** The card for a local GGUF, from its header facts. */
+export function cardFromFacts(modelId: string, path: string, f: GgufFacts): ModelCard {
+  if (f.blockCount < 1 || f.embeddingLength < 1) {
+    throw new LocalModelError(
+      `${path}: the GGUF header gives ${f.blockCount} layers and width ${f.embeddingLength}; not a usable model`,
+    );
+  }
+  const embedding = EMBEDDING_ARCHS.has(f.architecture) || (f.poolingType ?? 0) > 0;
+  return ModelCardSchema.parse({
+    model_id: modelId,
+    storage_size: { in_bytes: f.fileBytes ?? f.dataOffset + f.tensorBytes },
+    n_layers: f.blockCount,
+    hidden_size: f.embeddingLength,
+    supports_tensor: false,
+    ...(f.headCountKv > 0 ? { num_key_value_heads: f.headCountKv } : {}),
+    ...(f.headCount > 0 ? { num_attention_heads: f.headCount } : {}),
+    ...(f.headDim > 0 ? { head_dim: f.headDim } : {}),
+    tasks: [embedding ? "TextEmbedding" : "TextGeneration"],
+    family: f.architecture,
+    quantization: f.fileTypeName ?? "",
+    base_model: f.name ?? "",
+    gguf_file: basename(path),
+    gguf_path: path,
+    capabilities: embedding ? ["embedding"] : ["text"],
+    context_length: f.contextLength,
+    trust_remote_code: false,
+    is_custom: true,
+    placement: { compatible_backends: LLAMA_CPP_BACKENDS, backend_preference: LLAMA_CPP_BACKENDS },
+  });
+}
+
+/** Reads and checks a local GGUF and builds its card; every refusal names the path and the reason. */
+export async function localCard(path: string, modelId?: string): Promise<ModelCard> {
+  if (!path.startsWith("/")) throw new LocalModelError(`gguf_path must be an absolute path, got '${path}'`);
+  let facts: GgufFacts;
+  try {
+    facts = await readGgufFacts(path);
+  } catch (e) {
+    if (e instanceof GgufReadError) throw new LocalModelError(e.message);
+    throw e;
+  }
+  const needed = facts.dataOffset + facts.tensorBytes;
+  if (facts.fileBytes !== undefined && facts.fileBytes < needed) {
+    throw new LocalModelError(
+      `${path} is truncated: its header describes ${needed} bytes, the file has ${facts.fileBytes}`,
+    );
+  }
+  const id = modelId ?? defaultLocalModelId(path);
+  if (!/^[^\s]+$/.test(id)) throw new LocalModelError(`model id '${id}' must have no spaces`);
+  return cardFromFacts(id, path, facts);
+}
+
+/** Every custom card kept in SQLite; a row that no longer parses is skipped and reported, never fatal. */
+export async function loadCustomCards(
+  db: Db,
+): Promise<{ cards: ModelCard[]; errors: { modelId: string; message: string }[] }> {
+  const cards: ModelCard[] = [];
+  const errors: { modelId: string; message: string }[] = [];
+  for (const row of await db.select().from(customCards)) {
+    try {
+      cards.push({ ...ModelCardSchema.parse(JSON.parse(row.card)), is_custom: true });
+    } catch (e) {
+      errors.push({ modelId: row.modelId, message: (e as Error).message });
+    }
+  }
+  return { cards, errors };
+}
+
+/** Inserts or replaces a custom card (upstream: a later add of the same id overwrites). */
+export async function saveCustomCard(
+  db: Db,
+  card: ModelCard,
+  source: string,
+  now = new Date(),
+): Promise<void> {
+  const row = { card: JSON.stringify(card), source, addedAt: now.toISOString() };
+  await db.insert(customCards).values({ modelId: card.model_id, ...row })
+    .onConflictDoUpdate({ target: customCards.modelId, set: row });
+}
+
+export async function deleteCustomCard(db: Db, modelId: string): Promise<boolean> {
+  const gone = await db.delete(customCards).where(eq(customCards.modelId, modelId)).returning({
+    modelId: customCards.modelId,
+  });
+  return gone.length > 0;
+}
