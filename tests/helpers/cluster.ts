@@ -26,7 +26,7 @@ export function localCardWire(modelId: string, ggufPath: string, extra: Record<s
   };
 }
 
-export function singleNodeInstance(nodeId: string, card: { modelId: string }, contextTokenLimit = 2048): Instance {
+export function singleNodeInstance(nodeId: string, card: { modelId: string }, contextTokenLimit = 2048): Extract<Instance, { MlxRingInstance: unknown }> {
   const runnerId = crypto.randomUUID();
   return {
     MlxRingInstance: {
