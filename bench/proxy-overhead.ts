@@ -1,0 +1,95 @@
+/**
+ * bench/proxy-overhead: the same streamed chat requests sent straight to llama-server and through Skulk,
+ * interleaved against the same engine in one run. Prints the decode tokens/s ratio (target >= 0.98) and
+ * the extra time to first token at the median (target <= 5 ms).
+ *   deno run -A bench/proxy-overhead.ts [--requests N] [--tokens N] [--width W] [--layers L]
+ */
+import { startDaemon } from "../tests/helpers/daemon.ts";
+import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
+import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
+
+const arg = (name: string, dflt: number) => {
+  const i = Deno.args.indexOf(`--${name}`);
+  return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
+};
+const REQUESTS = arg("requests", 20);
+const TOKENS = arg("tokens", 128);
+// A wider model decodes at a pace closer to real models, so per-token proxy work is weighed fairly.
+const model = await tinyModel({ width: arg("width", 512), layers: arg("layers", 8), heads: 8, kvHeads: 4, ffn: 1024 });
+
+const node = await startDaemon({ env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_LOG_LEVEL: "warning" } });
+try {
+  const card = localCardWire("bench/tiny", model, { nLayers: arg("layers", 8), hiddenSize: arg("width", 512) });
+  const instance = singleNodeInstance(node.nodeId, card, 4096);
+  await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) => r.body?.cancel());
+  const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+  await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner", 120_000);
+  const sql = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", "--quiet", new URL("../src/main.ts", import.meta.url).pathname, "sql", "--data-dir", node.dataDir, "--json", "SELECT port FROM engine_processes"],
+    stdout: "piped",
+  }).output();
+  const enginePort = JSON.parse(new TextDecoder().decode(sql.stdout))[0].port;
+
+  async function run(url: string, model: string | undefined, i: number): Promise<{ ttft: number; tps: number }> {
+    const body = {
+      ...(model ? { model } : {}),
+      messages: [{ role: "user", content: `Write about the sea, variation ${i}` }],
+      max_tokens: TOKENS,
+      stream: true,
+      temperature: 0,
+      seed: 1,
+      ignore_eos: true,
+    };
+    const t0 = performance.now();
+    const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let first = 0;
+    let last = 0;
+    let tokens = 0;
+    let buf = "";
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let nl;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.startsWith("data: {")) continue;
+        const c = JSON.parse(line.slice(6));
+        if (c.choices?.[0]?.delta?.content) {
+          tokens++;
+          last = performance.now();
+          if (!first) first = last;
+        }
+      }
+    }
+    return { ttft: first - t0, tps: tokens > 1 ? (tokens - 1) / ((last - first) / 1000) : NaN };
+  }
+
+  const direct: { ttft: number; tps: number }[] = [];
+  const proxied: { ttft: number; tps: number }[] = [];
+  await run(`http://127.0.0.1:${enginePort}`, undefined, -1); // warm-up
+  await run(node.url, "bench/tiny", -1);
+  for (let i = 0; i < REQUESTS; i++) {
+    // Alternate the order so neither path always runs on a warmer engine.
+    if (i % 2 === 0) {
+      direct.push(await run(`http://127.0.0.1:${enginePort}`, undefined, i));
+      proxied.push(await run(node.url, "bench/tiny", i));
+    } else {
+      proxied.push(await run(node.url, "bench/tiny", i));
+      direct.push(await run(`http://127.0.0.1:${enginePort}`, undefined, i));
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const dT = median(direct.map((r) => r.tps));
+  const pT = median(proxied.map((r) => r.tps));
+  const dF = median(direct.map((r) => r.ttft));
+  const pF = median(proxied.map((r) => r.ttft));
+  console.log(`bench/proxy-overhead: ${REQUESTS} streamed requests each way, ${TOKENS} tokens, model ${model.split("/").at(-1)}`);
+  console.log(`decode tokens/s  direct ${dT.toFixed(1)}  via skulk ${pT.toFixed(1)}  ratio ${(pT / dT).toFixed(3)} (target >= 0.98)`);
+  console.log(`time to first token (median)  direct ${dF.toFixed(1)} ms  via skulk ${pF.toFixed(1)} ms  added ${(pF - dF).toFixed(1)} ms (target <= 5 ms)`);
+} finally {
+  await node.stop();
+}
