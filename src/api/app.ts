@@ -11,6 +11,8 @@ import type { ApiEnv } from "./env.ts";
 import { ApiError, envelope, errorResponse } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
+import { configRoutes } from "./routes/config.ts";
+import { dashboardRoutes } from "./routes/dashboard.ts";
 import { instanceRoutes } from "./routes/instances.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
@@ -63,6 +65,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
   app.route("/", customModelRoutes);
+  app.route("/", configRoutes);
+  app.route("/", dashboardRoutes);
   extras.mount?.(app);
 
   app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));
