@@ -19,7 +19,7 @@ export async function buildDashboard(): Promise<BuiltFile[]> {
       absWorkingDir: root,
       entryPoints: { app: `${app}/main.tsx` },
       bundle: true,
-      minify: true,
+      minify: Deno.env.get("SKULK_DASHBOARD_DEBUG") !== "1",
       format: "esm",
       target: ["es2022", "chrome110", "firefox115", "safari16"],
       jsx: "automatic",

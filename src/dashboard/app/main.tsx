@@ -3,7 +3,7 @@
  * The dashboard's shell: the page router (one path per view, history API), the live `/state` poll
  * shared by every view, and the navigation. Built by scripts/build-dashboard.ts into static assets.
  */
-import { render, useEffect, useState } from "hono/jsx/dom";
+import { ErrorBoundary, render, useEffect, useState } from "hono/jsx/dom";
 import { ApiFailure, type ClusterStateWire, getJson } from "./api.ts";
 import "./styles.css";
 import { ChatView } from "./views/chat.tsx";
@@ -67,6 +67,20 @@ function useLiveState(): Live {
     };
   }, [tick]);
   return { state, error, updatedAt, localNodeId, refresh: () => setTick((t) => t + 1) };
+}
+
+/** A view that threw while rendering says so instead of freezing the page. */
+function ViewCrashed(props: { error: Error }) {
+  console.error(props.error);
+  return (
+    <div class="notice notice-error" role="alert">
+      <div>
+        This view failed to draw:{" "}
+        {props.error.message}. Reload the page; if it persists, report it with the browser console.
+      </div>
+      <button type="button" class="btn btn-small" onClick={() => location.reload()}>Reload</button>
+    </div>
+  );
 }
 
 function App() {
@@ -141,11 +155,13 @@ function App() {
         </div>
       </header>
       <main id="main" tabIndex={-1}>
-        {view === "/cluster" && <ClusterView live={live} />}
-        {view === "/model-store" && <StoreView live={live} />}
-        {view === "/chat" && <ChatView live={live} />}
-        {view === "/operator" && <OperatorView live={live} />}
-        {view === "/settings" && <SettingsView />}
+        <ErrorBoundary fallbackRender={(e: Error) => <ViewCrashed error={e} />}>
+          {view === "/cluster" && <ClusterView live={live} />}
+          {view === "/model-store" && <StoreView live={live} />}
+          {view === "/chat" && <ChatView live={live} />}
+          {view === "/operator" && <OperatorView live={live} />}
+          {view === "/settings" && <SettingsView />}
+        </ErrorBoundary>
       </main>
     </div>
   );

@@ -86,8 +86,12 @@ export function ChatView(props: { live: Live }) {
   useEffect(() => {
     if (!model && placed.length) setModel(placed[0].modelId);
   }, [placed.length]);
-  useEffect(() => saveConversations(convs), [convs]);
-  useEffect(() => endRef.current?.scrollIntoView({ block: "end" }), [
+  useEffect(() => {
+    saveConversations(convs);
+  }, [convs]);
+  useEffect(() => {
+    endRef.current?.scrollIntoView({ block: "end" });
+  }, [
     active?.messages.at(-1)?.content,
     active?.messages.length,
   ]);
