@@ -47,9 +47,15 @@ export function mergeWithFile(proposed: YamlObject, onDisk: YamlObject): YamlObj
   return out;
 }
 
-/** The key a resolveConfig problem line is about: every line starts with it. */
-function problemKey(line: string): string {
-  return line.match(/^([A-Za-z0-9_.]+) \(/)?.[1] ?? line.split(/[\s:]/)[0];
+/**
+ * One resolveConfig problem line (`key (from <file> = <value>): why`) as the key it is about and a short
+ * message for beside the field: `key why (got value)`.
+ */
+export function readProblem(line: string): ConfigProblem {
+  const m = line.match(/^([A-Za-z0-9_.]+) \(from .*? = (.*)\): (.*)$/s);
+  if (m) return { param: m[1], message: `${m[1]} ${m[3]} (got ${m[2]})` };
+  const key = line.match(/^([A-Za-z0-9_.]+)[\s:(]/)?.[1] ?? line;
+  return { param: key, message: line.replace(/ \(from [^)]*\)/, "") };
 }
 
 /** Validates a proposed skulk.yaml on its own (flags and environment left out): its problems, named by key. */
@@ -59,7 +65,7 @@ export function validateConfigYaml(yaml: YamlObject, yamlPath: string): ConfigPr
     return [];
   } catch (e) {
     if (!(e instanceof ConfigError)) throw e;
-    return e.problems.map((line) => ({ param: problemKey(line), message: line }));
+    return e.problems.map(readProblem);
   }
 }
 

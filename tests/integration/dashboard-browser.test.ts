@@ -68,9 +68,13 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       // Live: the "Updated …" line changes without a reload.
       const updated = page.locator(".view-head p");
       const first = await updated.textContent();
-      await page.waitForFunction((t) => document.querySelector(".view-head p")?.textContent !== t, first, {
-        timeout: 10_000,
-      });
+      await page.waitForFunction(
+        `document.querySelector(".view-head p")?.textContent !== ${JSON.stringify(first)}`,
+        null,
+        {
+          timeout: 10_000,
+        },
+      );
       await expect(page.evaluate(() => performance.getEntriesByType("navigation").length)).resolves.toBe(1);
     } finally {
       await page.close();
@@ -85,10 +89,10 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       await card.waitFor();
       await expect(card.getByRole("meter", { name: "Memory" }).isVisible()).resolves.toBe(true);
       await expect(card.getByText("Temperature").isVisible()).resolves.toBe(true);
-      const overflow = await page.evaluate(() =>
-        document.documentElement.scrollWidth - document.documentElement.clientWidth
+      const overflow = await page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth",
       );
-      expect(overflow).toBeLessThanOrEqual(0);
+      expect(overflow as number).toBeLessThanOrEqual(0);
       const restart = card.getByRole("button", { name: "Restart e2e-node" });
       const box = (await restart.boundingBox())!;
       expect(box.height).toBeGreaterThanOrEqual(44); // a comfortable tap target
@@ -106,7 +110,7 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
 
   it("shows a refused setting's error next to its field and keeps the file", async () => {
     const before = Deno.readTextFileSync(configFile);
-    const page = await browser.page();
+    const page = await browser.page({ width: 1280, height: 1180 });
     try {
       await page.goto(`${node.url}/settings`);
       const port = page.getByLabel("port", { exact: true });
@@ -118,7 +122,8 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       await expect(port.getAttribute("aria-invalid")).resolves.toBe("true");
       await expect(port.getAttribute("aria-describedby")).resolves.toContain("set-api.port-err");
       expect(Deno.readTextFileSync(configFile)).toBe(before);
-      await shot(page, "settings", true);
+      await page.evaluate("window.scrollTo(0, 0)");
+      await shot(page, "settings");
       // A good value saves and clears the error.
       await port.fill("");
       await page.getByLabel("friendly name").fill("e2e-renamed");
@@ -145,8 +150,8 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       await card.getByRole("button", { name: /Preview placement/ }).click();
       const panel = page.getByRole("region", { name: /Placement for/ });
       await panel.waitFor();
-      await page.waitForFunction(() =>
-        !document.querySelector(".preview-panel")?.textContent?.includes("Asking the cluster")
+      await page.waitForFunction(
+        `!document.querySelector(".preview-panel")?.textContent?.includes("Asking the cluster")`,
       );
       const direct = await fetch(`${node.url}/instance/previews?model_id=${encodeURIComponent(MODEL)}`);
       if (direct.ok) {
@@ -158,8 +163,7 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
         await expect(panel.getByRole("alert").textContent()).resolves.toContain(message);
         await expect(panel.getByRole("button", { name: "Retry" }).count()).resolves.toBe(1);
       }
-      await page.getByRole("searchbox", { name: "Search" }).fill("");
-      await shot(page, "model-store");
+      await shot(page, "model-store-preview");
     } finally {
       await page.close();
     }
@@ -234,6 +238,13 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
         const runner = page.locator(`[data-node-id="${node.nodeId}"] .runners li`).filter({ hasText: MODEL });
         await runner.getByText("ready", { exact: true }).waitFor({ timeout: 90_000 });
         await shot(page, "cluster");
+        // The store lists the running instance with its runner's state.
+        await page.getByRole("link", { name: "Model store" }).click();
+        const running = page.locator(".instance").filter({ hasText: MODEL });
+        await running.getByText("ready", { exact: true }).waitFor();
+        await expect(running.getByRole("button", { name: `Delete instance of ${MODEL}` }).count()).resolves
+          .toBe(1);
+        await shot(page, "model-store");
 
         await page.getByRole("link", { name: "Chat" }).click();
         await page.getByLabel("Model").selectOption(MODEL);
@@ -246,10 +257,10 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
         const early = (await answer.textContent())!.length;
         // Streamed: the answer grows while the Stop button is still up.
         await page.waitForFunction(
-          (n) =>
-            (document.querySelectorAll('[data-role="assistant"] .msg-text')[0]?.textContent?.length ?? 0) >
-              n + 5,
-          early,
+          `(document.querySelector('[data-role="assistant"] .msg-text')?.textContent?.length ?? 0) > ${
+            early + 5
+          }`,
+          null,
           { timeout: 60_000 },
         );
         await expect(stop.isVisible()).resolves.toBe(true);

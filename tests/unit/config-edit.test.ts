@@ -3,6 +3,7 @@ import {
   changesSettings,
   mergeWithFile,
   proposedConfig,
+  readProblem,
   redact,
   settingViews,
   validateConfigYaml,
@@ -101,5 +102,23 @@ describe("the settings form's view of the running config", () => {
     expect(by["cluster.peers"].kind).toBe("list");
     expect(by["api.key"].running).toBe("(set)");
     expect(JSON.stringify(views)).not.toContain("secret");
+  });
+});
+
+describe("reading resolveConfig's problem lines", () => {
+  it.each([
+    [
+      "api.port (from /x/skulk.yaml = 99999): must be between 0 (any free port) and 65535",
+      "api.port",
+      "api.port must be between 0 (any free port) and 65535 (got 99999)",
+    ],
+    [
+      'cluster.peers (from skulk.yaml = ["x"]): each peer must be host:port',
+      "cluster.peers",
+      'cluster.peers each peer must be host:port (got ["x"])',
+    ],
+    ["bogus (from skulk.yaml): unknown section", "bogus", "bogus: unknown section"],
+  ])("%s", (line, param, message) => {
+    expect(readProblem(line)).toEqual({ param, message });
   });
 });

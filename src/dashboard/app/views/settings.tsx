@@ -178,7 +178,13 @@ export function SettingsView() {
                   />
                   <p id={`${id}-help`} class="help">
                     {HELP[s.key] ?? ""}
-                    {s.env ? <span class="mono">{s.env}</span> : null}
+                    {s.env
+                      ? (
+                        <span class="env">
+                          env <span class="mono">{s.env}</span>
+                        </span>
+                      )
+                      : null}
                   </p>
                   {err && <p id={`${id}-err`} class="field-error" role="alert">{err}</p>}
                 </div>
