@@ -32,7 +32,7 @@ check: embed
 	@$(DENO) fmt --check
 	@$(DENO) lint
 	@$(DENO) check src/main.ts scripts/*.ts bench/*.ts tests
-	@$(DENO) check --config src/dashboard/app/typecheck.json src/dashboard/app/main.tsx
+	@$(DENO) check --no-lock --config src/dashboard/app/typecheck.json src/dashboard/app/main.tsx
 
 fmt:
 	@$(DENO) fmt
