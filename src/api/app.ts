@@ -12,7 +12,7 @@ import { ApiError, envelope, errorResponse } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
-import { dashboardRoutes } from "./routes/dashboard.ts";
+import { dashboardRoutes, isDashboardFile } from "./routes/dashboard.ts";
 import { instanceRoutes } from "./routes/instances.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
@@ -50,6 +50,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   if (key) {
     app.use("*", async (c, next) => {
       if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
+      if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
       const auth = c.req.header("authorization") ?? "";
       if (auth !== `Bearer ${key}`) {
         throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", { type: "authentication_error" });

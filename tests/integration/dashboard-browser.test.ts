@@ -9,6 +9,7 @@ import { cardToWire, normalizeModelId } from "../../src/models/card.ts";
 import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { tinyModel } from "../helpers/models.ts";
+import { singleNodeInstance } from "../helpers/cluster.ts";
 
 const MODEL = "unsloth/Llama-3.2-1B-Instruct-GGUF";
 const SHOTS = Deno.env.get("SKULK_SCREENSHOTS");
@@ -197,34 +198,7 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       let state = await (await fetch(`${node.url}/state`)).json();
       if (Object.keys(state.instances).length === 0) {
         // Placement by the planner may not be merged: place the instance fully specified instead.
-        const card = Catalog.bundled().get(MODEL)!;
-        const instance = {
-          MlxRingInstance: {
-            instanceId: crypto.randomUUID(),
-            shardAssignments: {
-              modelId: MODEL,
-              runnerToShard: {
-                r1: {
-                  PipelineShardMetadata: {
-                    modelCard: cardToWire(card),
-                    deviceRank: 0,
-                    worldSize: 1,
-                    resolvedBackend: null,
-                    immediateException: false,
-                    shouldTimeout: null,
-                    startLayer: 0,
-                    endLayer: card.n_layers,
-                    nLayers: card.n_layers,
-                  },
-                },
-              },
-              nodeToRunner: { [node.nodeId]: "r1" },
-            },
-            contextTokenLimit: 2048,
-            hostsByNode: {},
-            ephemeralPort: 0,
-          },
-        };
+        const instance = singleNodeInstance(node.nodeId, cardToWire(Catalog.bundled().get(MODEL)!));
         const res = await fetch(`${node.url}/instance`, {
           method: "POST",
           body: JSON.stringify({ instance }),
@@ -294,4 +268,39 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
     },
     180_000,
   );
+});
+
+describe.skipIf(!chromiumInstalled())("the dashboard on a node that requires an API key", () => {
+  const KEY = "dashboard-e2e-key-0123456789";
+  let node: Daemon;
+  let browser: TestBrowser;
+  beforeAll(async () => {
+    node = await startDaemon({ env: { SKULK_API_KEY: KEY } });
+    browser = await launchBrowser();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await node?.stop();
+    await Deno.remove(node.dataDir, { recursive: true }).catch(() => undefined);
+  });
+
+  it("serves the page without the key, asks for it, and then shows the cluster", async () => {
+    expect((await fetch(`${node.url}/state`)).status).toBe(401);
+    const page = await browser.page();
+    try {
+      await page.goto(`${node.url}/cluster`);
+      const prompt = page.getByRole("form", { name: "This node needs its API key" });
+      await prompt.waitFor();
+      await prompt.getByLabel("API key").fill("not-the-key-at-all");
+      await prompt.getByRole("button", { name: "Use key" }).click();
+      await page.getByText("The key saved in this browser was refused.").waitFor();
+      await prompt.getByLabel("API key").fill(KEY);
+      await prompt.getByRole("button", { name: "Use key" }).click();
+      await page.locator(`[data-node-id="${node.nodeId}"]`).waitFor();
+      await expect(prompt.count()).resolves.toBe(0);
+      await expect(page.getByText("this node").count()).resolves.toBe(1);
+    } finally {
+      await page.close();
+    }
+  });
 });

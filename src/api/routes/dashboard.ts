@@ -55,6 +55,11 @@ function serve(path: string): Response | undefined {
   });
 }
 
+/** Whether a path is the dashboard's own (a page or an embedded file): served without the API key. */
+export function isDashboardFile(path: string): boolean {
+  return (SPA_ROUTES as readonly string[]).includes(path) || files.has(path);
+}
+
 export const dashboardRoutes = new Hono<ApiEnv>();
 for (const route of SPA_ROUTES) {
   dashboardRoutes.get(route, (c) =>

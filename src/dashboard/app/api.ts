@@ -19,6 +19,7 @@ export interface Preview {
   context_token_limit?: number | null;
   expected_tokens_per_second?: number | null;
   expected_speed?: number | string | null;
+  estimated_tokens_per_second?: number | null;
 }
 
 export interface ConfigView {
@@ -66,10 +67,36 @@ export async function failure(res: Response): Promise<ApiFailure> {
   );
 }
 
+const KEY_STORE = "skulk.apiKey";
+
+/** The API key this browser was given for a node started with `api.key`, if any. */
+export function apiKey(): string | null {
+  try {
+    return localStorage.getItem(KEY_STORE);
+  } catch {
+    return null;
+  }
+}
+
+export function setApiKey(key: string | null): void {
+  if (key) localStorage.setItem(KEY_STORE, key);
+  else localStorage.removeItem(KEY_STORE);
+}
+
+/** Headers every request carries: JSON, and the bearer key when one is set. */
+export function headers(extra: HeadersInit = {}): Record<string, string> {
+  const key = apiKey();
+  return {
+    "content-type": "application/json",
+    ...(key ? { authorization: `Bearer ${key}` } : {}),
+    ...(extra as Record<string, string>),
+  };
+}
+
 export async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
   let res: Response;
   try {
-    res = await fetch(path, { ...init, headers: { "content-type": "application/json", ...init.headers } });
+    res = await fetch(path, { ...init, headers: headers(init.headers) });
   } catch (e) {
     throw new ApiFailure(0, `the node did not answer (${(e as Error).message}); is it running?`);
   }

@@ -4,7 +4,7 @@
  * shared by every view, and the navigation. Built by scripts/build-dashboard.ts into static assets.
  */
 import { ErrorBoundary, render, useEffect, useState } from "hono/jsx/dom";
-import { ApiFailure, type ClusterStateWire, getJson } from "./api.ts";
+import { ApiFailure, apiKey, type ClusterStateWire, getJson, setApiKey } from "./api.ts";
 import "./styles.css";
 import { ChatView } from "./views/chat.tsx";
 import { ClusterView } from "./views/cluster.tsx";
@@ -29,6 +29,8 @@ function currentView(): ViewPath {
 export interface Live {
   state: ClusterStateWire | null;
   error: string | null;
+  /** The node refused the request for want of its API key (it was started with `api.key`). */
+  needsKey: boolean;
   updatedAt: number | null;
   localNodeId: string | null;
   refresh: () => void;
@@ -39,12 +41,13 @@ const POLL_MS = 1500;
 function useLiveState(): Live {
   const [state, setState] = useState<ClusterStateWire | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [needsKey, setNeedsKey] = useState(false);
   const [updatedAt, setUpdatedAt] = useState<number | null>(null);
   const [localNodeId, setLocal] = useState<string | null>(null);
   const [tick, setTick] = useState(0);
   useEffect(() => {
     getJson<string>("/node_id").then(setLocal).catch(() => undefined);
-  }, []);
+  }, [tick]);
   useEffect(() => {
     let stopped = false;
     let timer: number | undefined;
@@ -54,9 +57,13 @@ function useLiveState(): Live {
         if (stopped) return;
         setState(s);
         setError(null);
+        setNeedsKey(false);
         setUpdatedAt(Date.now());
       } catch (e) {
-        if (!stopped) setError(e instanceof ApiFailure ? e.message : String(e));
+        if (!stopped) {
+          setError(e instanceof ApiFailure ? e.message : String(e));
+          setNeedsKey(e instanceof ApiFailure && e.status === 401);
+        }
       }
       if (!stopped) timer = setTimeout(poll, document.hidden ? POLL_MS * 4 : POLL_MS);
     };
@@ -66,7 +73,43 @@ function useLiveState(): Live {
       clearTimeout(timer);
     };
   }, [tick]);
-  return { state, error, updatedAt, localNodeId, refresh: () => setTick((t) => t + 1) };
+  return { state, error, needsKey, updatedAt, localNodeId, refresh: () => setTick((t) => t + 1) };
+}
+
+/** Asks for the node's API key when it refuses requests without one; the key stays in this browser. */
+function KeyPrompt(props: { onSaved: () => void }) {
+  const [value, setValue] = useState("");
+  const had = apiKey() !== null;
+  return (
+    <form
+      class="panel key-prompt"
+      aria-labelledby="key-h"
+      onSubmit={(e: Event) => {
+        e.preventDefault();
+        setApiKey(value.trim() || null);
+        props.onSaved();
+      }}
+    >
+      <h2 id="key-h">This node needs its API key</h2>
+      <p class="muted">
+        {had ? "The key saved in this browser was refused. " : ""}
+        The node was started with{" "}
+        <span class="mono">api.key</span>; enter that key to use the dashboard. It is kept in this browser
+        only.
+      </p>
+      <div class="key-row">
+        <label class="sr-only" for="api-key">API key</label>
+        <input
+          id="api-key"
+          type="password"
+          autocomplete="current-password"
+          value={value}
+          onInput={(e: Event) => setValue((e.target as HTMLInputElement).value)}
+        />
+        <button type="submit" class="btn btn-primary" disabled={!value.trim()}>Use key</button>
+      </div>
+    </form>
+  );
 }
 
 /** A view that threw while rendering says so instead of freezing the page. */
@@ -155,6 +198,7 @@ function App() {
         </div>
       </header>
       <main id="main" tabIndex={-1}>
+        {live.needsKey && <KeyPrompt onSaved={live.refresh} />}
         <ErrorBoundary fallbackRender={(e: Error) => <ViewCrashed error={e} />}>
           {view === "/cluster" && <ClusterView live={live} />}
           {view === "/model-store" && <StoreView live={live} />}

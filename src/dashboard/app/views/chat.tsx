@@ -4,7 +4,7 @@
  * tool calls shown apart, conversations kept in localStorage, and errors that say what to do.
  */
 import { useEffect, useRef, useState } from "hono/jsx/dom";
-import { failure } from "../api.ts";
+import { failure, headers } from "../api.ts";
 import { instanceReady, instanceView } from "../format.ts";
 import type { Live } from "../main.tsx";
 import { type Answer, emptyAnswer, foldItem, SseParser, type ToolCall } from "../sse.ts";
@@ -123,7 +123,7 @@ export function ChatView(props: { live: Live }) {
     try {
       const res = await fetch("/v1/chat/completions", {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "text/event-stream" },
+        headers: headers({ accept: "text/event-stream" }),
         body: JSON.stringify({
           model: conv.model,
           stream: true,
@@ -152,9 +152,8 @@ export function ChatView(props: { live: Live }) {
       if ((e as Error).name === "AbortError") {
         put({ stopped: true });
         if (answer.commandId) {
-          fetch(`/v1/cancel/${encodeURIComponent(answer.commandId)}`, { method: "POST" }).catch(() =>
-            undefined
-          );
+          const url = `/v1/cancel/${encodeURIComponent(answer.commandId)}`;
+          fetch(url, { method: "POST", headers: headers() }).catch(() => undefined);
         }
       } else put({ error: explain(0, (e as Error).message) });
     } finally {

@@ -47,7 +47,7 @@ function previewNodes(p: Preview): string[] {
 }
 
 function speedText(p: Preview): string | null {
-  const v = p.expected_tokens_per_second ?? p.expected_speed;
+  const v = p.expected_tokens_per_second ?? p.expected_speed ?? p.estimated_tokens_per_second ?? null;
   if (v === null || v === undefined) return null;
   return typeof v === "number" ? `about ${v.toFixed(v < 10 ? 1 : 0)} tokens/s` : v;
 }
