@@ -6,20 +6,8 @@
 import type { ClusterStateWire } from "../api.ts";
 import { bytes, instanceView, percent, runnerState } from "../format.ts";
 import type { Live } from "../main.tsx";
-import {
-  acceleratorsOf,
-  Badge,
-  Empty,
-  isTimedOut,
-  masterOf,
-  MemoryMeter,
-  memoryOf,
-  Meter,
-  nodeIds,
-  nodeName,
-  Notice,
-  shortId,
-} from "../ui.tsx";
+import { acceleratorsOf, isTimedOut, masterOf, memoryOf, nodeIds, nodeName, shortId } from "../nodes.ts";
+import { Badge, Empty, MemoryMeter, Meter, Notice } from "../ui.tsx";
 
 const IFACE_LABEL: Record<string, string> = {
   ethernet: "Ethernet",

@@ -7,18 +7,8 @@ import { useState } from "hono/jsx/dom";
 import { ApiFailure, sendJson } from "../api.ts";
 import { bytes, percent } from "../format.ts";
 import type { Live } from "../main.tsx";
-import {
-  acceleratorsOf,
-  Badge,
-  Empty,
-  isTimedOut,
-  MemoryMeter,
-  memoryOf,
-  nodeIds,
-  nodeName,
-  Notice,
-  temperatureOf,
-} from "../ui.tsx";
+import { acceleratorsOf, isTimedOut, memoryOf, nodeIds, nodeName, temperatureOf } from "../nodes.ts";
+import { Badge, Empty, MemoryMeter, Notice } from "../ui.tsx";
 
 export function OperatorView(props: { live: Live }) {
   const s = props.live.state;

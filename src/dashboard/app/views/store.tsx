@@ -23,7 +23,8 @@ import {
   sizeBucket,
 } from "../format.ts";
 import type { Live } from "../main.tsx";
-import { Badge, Empty, freeMemory, Meter, nodeName, Notice, Select } from "../ui.tsx";
+import { freeMemory, nodeName } from "../nodes.ts";
+import { Badge, Empty, Meter, Notice, Select } from "../ui.tsx";
 
 const PAGE = 24;
 
