@@ -1,7 +1,8 @@
 /**
  * Embeds build-time data into TypeScript modules under src/generated/, so the program (and a
  * `deno compile`d binary) never reads the source tree at run time: SQL migrations, bundled model cards,
- * and the dashboard (built from src/dashboard/app/ by scripts/build-dashboard.ts). `--check` exits 1 when a generated module is out of date.
+ * and the dashboard (built from src/dashboard/app/ by scripts/build-dashboard.ts). `--check` exits 1 when a
+ * generated module is out of date.
  */
 import { buildDashboard } from "./build-dashboard.ts";
 
@@ -37,9 +38,7 @@ function migrationsModule(): string {
     tag: e.tag,
     sql: Deno.readTextFileSync(`${root}migrations/${e.tag}.sql`),
   }));
-  return `${
-    header("migrations/")
-  }export const MIGRATIONS: readonly { idx: number; tag: string; sql: string }[] = ${
+  return `${header("migrations/")}export const MIGRATIONS: readonly { idx: number; tag: string; sql: string }[] = ${
     JSON.stringify(items, null, 1)
   };\n`;
 }
@@ -54,20 +53,18 @@ function cardsModule(): string {
   };\n`;
 }
 
-// The dashboard is built from src/dashboard/app/ here (esbuild is deterministic), so --check compares sources.
+// Built from src/dashboard/app/ on every run (esbuild is deterministic), so --check compares the sources.
 const dashboardFiles = await buildDashboard();
 
 function dashboardModule(): string {
   const files = dashboardFiles.map(({ path, bytes }) => {
     let bin = "";
-    for (let i = 0; i < bytes.length; i += 0x8000) {
-      bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-    }
+    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
     return { path, base64: btoa(bin) };
   });
-  return `${
-    header("src/dashboard/dist/")
-  }export const DASHBOARD_ASSETS: readonly { path: string; base64: string }[] = ${JSON.stringify(files)};\n`;
+  return `${header("src/dashboard/app/")}export const DASHBOARD_ASSETS: readonly { path: string; base64: string }[] = ${
+    JSON.stringify(files)
+  };\n`;
 }
 
 function scriptsModule(): string {
