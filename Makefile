@@ -5,13 +5,18 @@ DENO_FLAGS = -A
 TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
 PORT ?= 52415
 
-.PHONY: setup run test test-unit test-integration check fmt embed engine model binary bench clean
+.PHONY: setup run test test-unit test-integration check fmt embed dashboard engine model binary bench clean
 
 setup:
 	@scripts/setup >/dev/null && echo "setup: ok"
 
+# Builds the dashboard from src/dashboard/app/ as part of embedding it.
 embed:
 	@$(DENO) run $(DENO_FLAGS) scripts/embed.ts
+
+# The dashboard alone, written to src/dashboard/dist/ to look at.
+dashboard:
+	@$(DENO) run $(DENO_FLAGS) scripts/build-dashboard.ts
 
 # A one-node cluster with the dashboard and a default model.
 run:
@@ -27,6 +32,7 @@ check: embed
 	@$(DENO) fmt --check
 	@$(DENO) lint
 	@$(DENO) check src/main.ts scripts/*.ts bench/*.ts tests
+	@$(DENO) check --no-lock --config src/dashboard/app/typecheck.json src/dashboard/app/main.tsx
 
 fmt:
 	@$(DENO) fmt

@@ -1,8 +1,11 @@
 /**
  * Embeds build-time data into TypeScript modules under src/generated/, so the program (and a
  * `deno compile`d binary) never reads the source tree at run time: SQL migrations, bundled model cards,
- * and the built dashboard. `--check` exits 1 when a generated module is out of date.
+ * and the dashboard (built from src/dashboard/app/ by scripts/build-dashboard.ts). `--check` exits 1 when a
+ * generated module is out of date.
  */
+import { buildDashboard } from "./build-dashboard.ts";
+
 const root = new URL("..", import.meta.url).pathname;
 const check = Deno.args.includes("--check");
 
@@ -50,15 +53,16 @@ function cardsModule(): string {
   };\n`;
 }
 
+// Built from src/dashboard/app/ on every run (esbuild is deterministic), so --check compares the sources.
+const dashboardFiles = await buildDashboard();
+
 function dashboardModule(): string {
-  const dist = `${root}src/dashboard/dist`;
-  const files = walk(dist, "").map((p) => {
-    const bytes = Deno.readFileSync(p);
+  const files = dashboardFiles.map(({ path, bytes }) => {
     let bin = "";
     for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-    return { path: p.slice(dist.length), base64: btoa(bin) };
+    return { path, base64: btoa(bin) };
   });
-  return `${header("src/dashboard/dist/")}export const DASHBOARD_ASSETS: readonly { path: string; base64: string }[] = ${
+  return `${header("src/dashboard/app/")}export const DASHBOARD_ASSETS: readonly { path: string; base64: string }[] = ${
     JSON.stringify(files)
   };\n`;
 }

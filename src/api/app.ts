@@ -11,6 +11,8 @@ import type { ApiEnv } from "./env.ts";
 import { ApiError, envelope, errorResponse } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
+import { configRoutes } from "./routes/config.ts";
+import { dashboardRoutes, isDashboardFile } from "./routes/dashboard.ts";
 import { instanceRoutes } from "./routes/instances.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
@@ -48,6 +50,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   if (key) {
     app.use("*", async (c, next) => {
       if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
+      if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
       const auth = c.req.header("authorization") ?? "";
       if (auth !== `Bearer ${key}`) {
         throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", { type: "authentication_error" });
@@ -63,6 +66,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
   app.route("/", customModelRoutes);
+  app.route("/", configRoutes);
+  app.route("/", dashboardRoutes);
   extras.mount?.(app);
 
   app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));

@@ -1,0 +1,101 @@
+/**
+ * Editing skulk.yaml from the API: the pure rules for what GET /config shows (never `hf_token`), how a
+ * PUT body merges with the file on disk, and which keys a proposed file gets wrong (named, for the UI).
+ */
+import { ConfigError, resolveConfig } from "./load.ts";
+import { type Config, type Setting, SETTINGS } from "./schema.ts";
+
+export type YamlObject = Record<string, unknown>;
+
+/** Sections a PUT may omit without erasing them from the file (upstream keeps the token and logging). */
+const PRESERVED = ["hf_token", "logging"] as const;
+
+export interface ConfigProblem {
+  /** The dotted key (`api.port`) or top-level section the problem is about. */
+  param: string;
+  message: string;
+}
+
+export interface SettingView {
+  key: string;
+  env: string | null;
+  flag: string | null;
+  kind: "number" | "boolean" | "list" | "text";
+  /** What the running node uses for this key (secrets shown only as set or not). */
+  running: unknown;
+}
+
+export function isObject(v: unknown): v is YamlObject {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+export function redact(yaml: YamlObject): YamlObject {
+  const { hf_token: _token, ...rest } = yaml;
+  return rest;
+}
+
+/** `{config: {...}}` or the config object itself; null when the body is neither. */
+export function proposedConfig(body: unknown): YamlObject | null {
+  if (!isObject(body)) return null;
+  if (Object.keys(body).length === 1 && "config" in body) return isObject(body.config) ? body.config : null;
+  return body;
+}
+
+export function mergeWithFile(proposed: YamlObject, onDisk: YamlObject): YamlObject {
+  const out = { ...proposed };
+  for (const k of PRESERVED) if (!(k in out) && k in onDisk) out[k] = onDisk[k];
+  return out;
+}
+
+/**
+ * One resolveConfig problem line (`key (from <file> = <value>): why`) as the key it is about and a short
+ * message for beside the field: `key why (got value)`.
+ */
+export function readProblem(line: string): ConfigProblem {
+  const m = line.match(/^([A-Za-z0-9_.]+) \(from .*? = (.*)\): (.*)$/s);
+  if (m) return { param: m[1], message: `${m[1]} ${m[3]} (got ${m[2]})` };
+  const key = line.match(/^([A-Za-z0-9_.]+)[\s:(]/)?.[1] ?? line;
+  return { param: key, message: line.replace(/ \(from [^)]*\)/, "") };
+}
+
+/** Validates a proposed skulk.yaml on its own (flags and environment left out): its problems, named by key. */
+export function validateConfigYaml(yaml: YamlObject, yamlPath: string): ConfigProblem[] {
+  try {
+    resolveConfig({ flags: {}, env: {}, yaml, yamlPath });
+    return [];
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    return e.problems.map(readProblem);
+  }
+}
+
+function kindOf(s: Setting<unknown>): SettingView["kind"] {
+  const d = typeof s.default === "function" ? (s.default as () => unknown)() : s.default;
+  if (typeof d === "number") return "number";
+  if (typeof d === "boolean") return "boolean";
+  if (Array.isArray(d)) return "list";
+  return "text";
+}
+
+/** Every setting the file can hold, with what the running node uses, for the settings form. */
+export function settingViews(config: Config): SettingView[] {
+  return (Object.entries(SETTINGS) as [keyof Config, Setting<unknown>][]).map(([name, s]) => ({
+    key: s.key,
+    env: s.env ?? null,
+    flag: s.flag ? `--${s.flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}` : null,
+    kind: kindOf(s),
+    running: name === "apiKey" ? (config.apiKey ? "(set)" : null) : config[name],
+  }));
+}
+
+/** Whether any setting resolves differently under the new file than under the old one. */
+export function changesSettings(before: YamlObject, after: YamlObject, yamlPath: string): boolean {
+  const resolve = (y: YamlObject) => {
+    try {
+      return JSON.stringify(resolveConfig({ flags: {}, env: {}, yaml: y, yamlPath }).config);
+    } catch {
+      return null;
+    }
+  };
+  return resolve(before) !== resolve(after);
+}

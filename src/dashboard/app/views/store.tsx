@@ -1,0 +1,429 @@
+/** @jsxImportSource hono/jsx/dom */
+/**
+ * Model store: the catalogue (`/models`) with search and filters, a placement preview in words with
+ * Launch (`/instance/previews`, `POST /place_instance`), download progress, and running instances with Delete.
+ */
+import { useEffect, useState } from "hono/jsx/dom";
+import {
+  ApiFailure,
+  type ClusterStateWire,
+  getJson,
+  type ModelListEntry,
+  type Preview,
+  sendJson,
+} from "../api.ts";
+import {
+  bytes,
+  downloadView,
+  duration,
+  instanceView,
+  rate,
+  runnerState,
+  SIZE_BUCKETS,
+  sizeBucket,
+} from "../format.ts";
+import type { Live } from "../main.tsx";
+import { freeMemory, nodeName } from "../nodes.ts";
+import { Badge, Empty, Meter, Notice, Select } from "../ui.tsx";
+
+const PAGE = 24;
+
+const CAPABILITIES: { id: string; label: string; has: (m: ModelListEntry) => boolean }[] = [
+  { id: "thinking", label: "Thinking", has: (m) => m.resolved_capabilities.supports_thinking },
+  { id: "tools", label: "Tool calling", has: (m) => m.resolved_capabilities.supports_tool_calling },
+  { id: "vision", label: "Image input", has: (m) => m.resolved_capabilities.supports_image_input },
+  { id: "embedding", label: "Embeddings", has: (m) => m.tasks.includes("TextEmbedding") },
+];
+
+function errorText(e: unknown): string {
+  return e instanceof ApiFailure ? e.message : String(e);
+}
+
+function previewNodes(p: Preview): string[] {
+  if (p.memory_delta_by_node) return Object.keys(p.memory_delta_by_node);
+  const body = p.instance
+    ? Object.values(p.instance)[0] as { shardAssignments?: { nodeToRunner?: Record<string, string> } }
+    : undefined;
+  return Object.keys(body?.shardAssignments?.nodeToRunner ?? {});
+}
+
+function speedText(p: Preview): string | null {
+  const v = p.expected_tokens_per_second ?? p.expected_speed ?? p.estimated_tokens_per_second ?? null;
+  if (v === null || v === undefined) return null;
+  return typeof v === "number" ? `about ${v.toFixed(v < 10 ? 1 : 0)} tokens/s` : v;
+}
+
+function PreviewRow(
+  props: { p: Preview; s: ClusterStateWire | null; onLaunch: (p: Preview) => void; busy: boolean },
+) {
+  const { p, s } = props;
+  const nodes = previewNodes(p);
+  const name = (id: string) => (s ? nodeName(s, id) : id.slice(0, 8));
+  if (p.error) {
+    return (
+      <li class="preview preview-refused">
+        <div>
+          <strong>{p.sharding} · {p.instance_meta}</strong> <Badge tone="error">cannot place</Badge>
+        </div>
+        <p>{p.error}</p>
+      </li>
+    );
+  }
+  const speed = speedText(p);
+  return (
+    <li class="preview">
+      <div>
+        <strong>
+          {nodes.length === 1 ? "One node" : `${nodes.length} nodes`}, {p.sharding.toLowerCase()} sharding
+        </strong>
+        <span class="muted">· {p.instance_meta}</span>
+      </div>
+      <p>
+        {nodes.length === 1 ? "Runs entirely on " : "Splits the model across "}
+        {nodes.map((id, i) => (
+          <span>
+            {i > 0 && (i === nodes.length - 1 ? " and " : ", ")}
+            <strong>{name(id)}</strong>
+            {p.memory_delta_by_node ? ` (${bytes(p.memory_delta_by_node[id])})` : ""}
+          </span>
+        ))}
+        .{p.context_token_limit ? ` Context up to ${p.context_token_limit.toLocaleString()} tokens.` : ""}
+        {speed ? ` Expected speed ${speed}.` : ""}
+      </p>
+      <button
+        type="button"
+        class="btn btn-primary"
+        disabled={props.busy}
+        onClick={() => props.onLaunch(p)}
+        aria-label={`Launch on ${nodes.length} node${
+          nodes.length === 1 ? "" : "s"
+        } with ${p.sharding} sharding`}
+      >
+        {props.busy ? "Launching…" : "Launch"}
+      </button>
+    </li>
+  );
+}
+
+function PreviewPanel(props: { model: ModelListEntry; live: Live; onClose: () => void }) {
+  const { model } = props;
+  const [previews, setPreviews] = useState<Preview[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [launching, setLaunching] = useState(false);
+  const [result, setResult] = useState<{ tone: "info" | "error"; text: string } | null>(null);
+  const [attempt, setAttempt] = useState(0);
+  useEffect(() => {
+    setPreviews(null);
+    setError(null);
+    getJson<{ previews: Preview[] }>(`/instance/previews?model_id=${encodeURIComponent(model.id)}`)
+      .then((r) => setPreviews(r.previews))
+      .catch((e) => setError(errorText(e)));
+  }, [model.id, attempt]);
+  const launch = async (p: Preview) => {
+    setLaunching(true);
+    setResult(null);
+    try {
+      await sendJson("POST", "/place_instance", {
+        model_id: p.model_id,
+        sharding: p.sharding,
+        instance_meta: p.instance_meta,
+        min_nodes: Math.max(1, previewNodes(p).length),
+      });
+      setResult({
+        tone: "info",
+        text:
+          `Launch requested. ${model.name} appears under Running instances; it is ready when every runner says ready.`,
+      });
+      props.live.refresh();
+    } catch (e) {
+      setResult({ tone: "error", text: `Launch refused: ${errorText(e)}` });
+    } finally {
+      setLaunching(false);
+    }
+  };
+  return (
+    <section class="panel preview-panel" aria-labelledby="preview-h">
+      <div class="panel-head">
+        <h2 id="preview-h">Placement for {model.name}</h2>
+        <button
+          type="button"
+          class="btn btn-ghost"
+          onClick={props.onClose}
+          aria-label="Close placement preview"
+        >
+          Close
+        </button>
+      </div>
+      <p class="muted">
+        {model.id} · {bytes(model.storage_size_megabytes * 1e6)} ·{" "}
+        {model.quantization || "unknown quantisation"}
+      </p>
+      {error && (
+        <Notice tone="error" onRetry={() => setAttempt((a) => a + 1)}>Preview unavailable: {error}</Notice>
+      )}
+      {!error && !previews && <Empty>Asking the cluster where it fits…</Empty>}
+      {previews && previews.length === 0 && (
+        <Empty>
+          No node has reported yet, so nothing can be placed.
+        </Empty>
+      )}
+      {previews && previews.length > 0 && (
+        <ul class="previews">
+          {previews.map((p) => (
+            <PreviewRow
+              key={`${p.sharding}-${p.instance_meta}-${previewNodes(p).length}-${p.error ?? ""}`}
+              p={p}
+              s={props.live.state}
+              busy={launching}
+              onLaunch={launch}
+            />
+          ))}
+        </ul>
+      )}
+      {result && <Notice tone={result.tone}>{result.text}</Notice>}
+    </section>
+  );
+}
+
+function Downloads(props: { s: ClusterStateWire }) {
+  const rows = Object.values(props.s.downloads).flat().map(downloadView).filter((d) =>
+    d.state !== "complete"
+  );
+  if (rows.length === 0) return null;
+  return (
+    <section class="panel" aria-labelledby="dl-h">
+      <h2 id="dl-h">Downloads</h2>
+      <ul class="list">
+        {rows.map((d) => (
+          <li>
+            <div class="row-head">
+              <strong>{d.modelId}</strong>
+              <span class="muted">on {nodeName(props.s, d.nodeId)}</span>
+            </div>
+            {d.state === "failed" ? <Notice tone="error">Download failed: {d.error}</Notice> : (
+              <Meter
+                label={d.state === "pending" ? "Waiting to start" : "Downloading"}
+                ratio={d.ratio}
+                tone="busy"
+                text={`${bytes(d.downloaded)} / ${bytes(d.total)}${
+                  d.speed ? ` · ${rate(d.speed)} · ${duration(d.etaMs)} left` : ""
+                }`}
+              />
+            )}
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+
+function Running(props: { live: Live }) {
+  const s = props.live.state;
+  const [confirm, setConfirm] = useState<string | null>(null);
+  const [msg, setMsg] = useState<{ tone: "info" | "error"; text: string } | null>(null);
+  if (!s) return null;
+  const views = Object.entries(s.instances).map(([id, i]) => instanceView(id, i, s.runners));
+  const remove = async (id: string) => {
+    setConfirm(null);
+    try {
+      await sendJson("DELETE", `/instance/${encodeURIComponent(id)}`);
+      setMsg({ tone: "info", text: "Delete requested; the instance disappears once its runners stop." });
+      props.live.refresh();
+    } catch (e) {
+      setMsg({ tone: "error", text: `Delete refused: ${errorText(e)}` });
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="run-h">
+      <h2 id="run-h">Running instances</h2>
+      {msg && <Notice tone={msg.tone}>{msg.text}</Notice>}
+      {views.length === 0
+        ? <Empty>Nothing is placed. Pick a model above and launch it.</Empty>
+        : (
+          <ul class="list">
+            {views.map((v) => (
+              <li key={v.id} class="instance" data-instance-id={v.id}>
+                <div class="row-head">
+                  <strong>{v.modelId}</strong>
+                  <span class="muted small">
+                    {v.kind}
+                    {v.contextTokenLimit ? ` · ${v.contextTokenLimit.toLocaleString()} tokens` : ""}
+                  </span>
+                </div>
+                <ul class="runners">
+                  {v.shards.map((sh) => {
+                    const st = runnerState(sh.status);
+                    return (
+                      <li>
+                        <span>{nodeName(s, sh.nodeId)}</span>
+                        <span class="muted small">{sh.layers}</span>
+                        <Badge tone={st.tone} title={st.detail}>
+                          {st.label}
+                          {st.detail ? ` · ${st.detail}` : ""}
+                        </Badge>
+                      </li>
+                    );
+                  })}
+                </ul>
+                {confirm === v.id
+                  ? (
+                    <div class="confirm" role="group" aria-label="Confirm delete">
+                      <span>Stop and delete this instance?</span>
+                      <button type="button" class="btn btn-danger" onClick={() => remove(v.id)}>
+                        Delete
+                      </button>
+                      <button type="button" class="btn btn-ghost" onClick={() => setConfirm(null)}>
+                        Keep
+                      </button>
+                    </div>
+                  )
+                  : (
+                    <button
+                      type="button"
+                      class="btn btn-ghost"
+                      aria-label={`Delete instance of ${v.modelId}`}
+                      onClick={() => setConfirm(v.id)}
+                    >
+                      Delete…
+                    </button>
+                  )}
+              </li>
+            ))}
+          </ul>
+        )}
+    </section>
+  );
+}
+
+export function StoreView(props: { live: Live }) {
+  const [models, setModels] = useState<ModelListEntry[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [q, setQ] = useState("");
+  const [family, setFamily] = useState("");
+  const [size, setSize] = useState("");
+  const [cap, setCap] = useState("");
+  const [fits, setFits] = useState(false);
+  const [selected, setSelected] = useState<ModelListEntry | null>(null);
+  const [attempt, setAttempt] = useState(0);
+  const [limit, setLimit] = useState(PAGE);
+  useEffect(() => {
+    getJson<{ data: ModelListEntry[] }>("/models").then((r) => setModels(r.data)).catch((e) =>
+      setError(errorText(e))
+    );
+  }, [attempt]);
+  const s = props.live.state;
+  const free = s ? freeMemory(s) : 0;
+  const families = models ? [...new Set(models.map((m) => m.family).filter(Boolean))].sort() : [];
+  const shown = (models ?? []).filter((m) => {
+    const text = `${m.id} ${m.family} ${m.quantization} ${m.base_model}`.toLowerCase();
+    if (q && !q.toLowerCase().split(/\s+/).every((w) => text.includes(w))) return false;
+    if (family && m.family !== family) return false;
+    if (size && sizeBucket(m.storage_size_megabytes * 1e6) !== size) return false;
+    const c = CAPABILITIES.find((c) => c.id === cap);
+    if (c && !c.has(m)) return false;
+    if (fits && m.storage_size_megabytes * 1e6 > free) return false;
+    return true;
+  }).sort((a, b) => a.storage_size_megabytes - b.storage_size_megabytes);
+  const val = (e: Event) => (e.target as HTMLInputElement).value;
+  return (
+    <div class="view">
+      <div class="view-head">
+        <h1>Model store</h1>
+        <p class="muted">
+          {models ? `${models.length} models in the catalogue` : "Loading the catalogue…"}
+          {s ? ` · ${bytes(free)} free across the cluster` : ""}
+        </p>
+      </div>
+      {selected && <PreviewPanel model={selected} live={props.live} onClose={() => setSelected(null)} />}
+      {s && <Downloads s={s} />}
+      <Running live={props.live} />
+      <section class="panel" aria-labelledby="cat-h">
+        <h2 id="cat-h">Catalogue</h2>
+        <form class="filters" role="search" onSubmit={(e: Event) => e.preventDefault()}>
+          <label class="field grow">
+            <span>Search</span>
+            <input
+              type="search"
+              value={q}
+              placeholder="name, family, quantisation"
+              onInput={(e: Event) => setQ(val(e))}
+            />
+          </label>
+          <Select
+            label="Family"
+            value={family}
+            any="All families"
+            options={families.map((f) => ({ id: f, label: f }))}
+            onChange={setFamily}
+          />
+          <Select label="Size" value={size} any="Any size" options={SIZE_BUCKETS} onChange={setSize} />
+          <Select
+            label="Capability"
+            value={cap}
+            any="Any capability"
+            options={CAPABILITIES}
+            onChange={setCap}
+          />
+          <label class="check">
+            <input
+              type="checkbox"
+              checked={fits}
+              onChange={(e: Event) => setFits((e.target as HTMLInputElement).checked)}
+            />{" "}
+            Fits this cluster
+          </label>
+        </form>
+        {error && (
+          <Notice tone="error" onRetry={() => setAttempt((a) => a + 1)}>
+            Could not read the catalogue: {error}
+          </Notice>
+        )}
+        {models && shown.length === 0 && <Empty>No model matches these filters.</Empty>}
+        <ul class="models" aria-label="Models">
+          {shown.slice(0, limit).map((m) => {
+            const sizeB = m.storage_size_megabytes * 1e6;
+            const tooBig = s !== null && sizeB > free;
+            return (
+              <li key={m.id} class="card model-card" data-model-id={m.id}>
+                <div class="model-top">
+                  <h3 class="model-name" title={m.id}>{m.name}</h3>
+                  <span class="muted small">
+                    {m.family || "other"}
+                    {m.quantization ? ` · ${m.quantization}` : ""}
+                  </span>
+                </div>
+                <div class="model-facts">
+                  <span>
+                    <strong>{bytes(sizeB)}</strong>
+                  </span>
+                  {m.context_length > 0 && <span>{(m.context_length / 1024).toFixed(0)}K context</span>}
+                  {tooBig
+                    ? <Badge tone="warn">larger than free memory</Badge>
+                    : s && <Badge tone="ok">fits</Badge>}
+                </div>
+                <div class="tags">{m.tags.map((t) => <span key={t} class="tag">{t}</span>)}</div>
+                <button
+                  type="button"
+                  class="btn"
+                  onClick={() => {
+                    setSelected(m);
+                    scrollTo({ top: 0, behavior: "smooth" });
+                  }}
+                  aria-label={`Preview placement of ${m.name}`}
+                >
+                  Preview &amp; launch
+                </button>
+              </li>
+            );
+          })}
+        </ul>
+        {shown.length > limit && (
+          <div class="more">
+            <span class="muted">Showing {limit} of {shown.length}.</span>
+            <button type="button" class="btn" onClick={() => setLimit(limit + PAGE)}>Show more</button>
+          </div>
+        )}
+      </section>
+    </div>
+  );
+}

@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import {
+  changesSettings,
+  mergeWithFile,
+  proposedConfig,
+  readProblem,
+  redact,
+  settingViews,
+  validateConfigYaml,
+} from "../../src/config/edit.ts";
+import { resolveConfig } from "../../src/config/load.ts";
+
+describe("PUT /config body", () => {
+  it.each([
+    [{ config: { api: { port: 1 } } }, { api: { port: 1 } }],
+    [{ api: { port: 1 } }, { api: { port: 1 } }],
+    [{ config: { api: {} }, node: {} }, { config: { api: {} }, node: {} }],
+    [{ config: "x" }, null],
+    [[1, 2], null],
+    ["text", null],
+    [null, null],
+  ])("%j is read as %j", (body, want) => {
+    expect(proposedConfig(body)).toEqual(want);
+  });
+
+  it("keeps hf_token and logging from the file when the body leaves them out", () => {
+    const onDisk = { hf_token: "hf_secret", logging: { level: "debug" }, api: { port: 1 } };
+    expect(mergeWithFile({ api: { port: 2 } }, onDisk)).toEqual({
+      api: { port: 2 },
+      hf_token: "hf_secret",
+      logging: { level: "debug" },
+    });
+    expect(mergeWithFile({ logging: { level: "info" } }, onDisk)).toEqual({
+      logging: { level: "info" },
+      hf_token: "hf_secret",
+    });
+  });
+
+  it("never shows hf_token", () => {
+    expect(redact({ hf_token: "hf_secret", node: { friendly_name: "a" } })).toEqual({
+      node: { friendly_name: "a" },
+    });
+  });
+});
+
+describe("validating a proposed skulk.yaml", () => {
+  it.each([
+    [{ api: { port: 70000 } }, "api.port", /between 0/],
+    [{ api: { port: "http" } }, "api.port", /expected number|between/],
+    [{ cluster: { namespace: "has space" } }, "cluster.namespace", /letters/],
+    [{ cluster: { peers: ["nohostport"] } }, "cluster.peers", /host:port/],
+    [{ logging: { level: "loud" } }, "logging.level", /.+/],
+    [{ node: { friendly_name: "" } }, "node.friendly_name", /empty/],
+    [{ bogus: { x: 1 } }, "bogus", /unknown section/],
+  ])("%j is refused on %s", (yaml, param, why) => {
+    const problems = validateConfigYaml(yaml, "skulk.yaml");
+    expect(problems.map((p) => p.param)).toEqual([param]);
+    expect(problems[0].message).toMatch(why);
+    expect(problems[0].message.startsWith(param)).toBe(true);
+  });
+
+  it("accepts a good file, including upstream sections it only carries", () => {
+    expect(
+      validateConfigYaml({
+        api: { port: 8080 },
+        node: { friendly_name: "a" },
+        model_store: { enabled: false },
+        hf_token: "x",
+      }, "f"),
+    ).toEqual([]);
+  });
+
+  it("names every wrong key when several are wrong", () => {
+    const params = validateConfigYaml({ api: { port: -1 }, cluster: { node_timeout_seconds: 0 } }, "f").map((
+      p,
+    ) => p.param);
+    expect(params).toEqual(["api.port", "cluster.node_timeout_seconds"]);
+  });
+
+  it("says whether the new file changes what the node would run with", () => {
+    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, hf_token: "t" }, "f")).toBe(false);
+    expect(changesSettings({ api: { port: 1 } }, { api: { port: 2 } }, "f")).toBe(true);
+  });
+});
+
+describe("the settings form's view of the running config", () => {
+  it("lists every setting with its kind, hiding the API key's value", () => {
+    const { config } = resolveConfig({
+      flags: {},
+      env: { SKULK_API_KEY: "0123456789abcdef-secret" },
+      yaml: { api: { port: 1234 } },
+    });
+    const views = settingViews(config);
+    const by = Object.fromEntries(views.map((v) => [v.key, v]));
+    expect(by["api.port"]).toMatchObject({
+      kind: "number",
+      running: 1234,
+      env: "SKULK_API_PORT",
+      flag: "--api-port",
+    });
+    expect(by["node.worker"].kind).toBe("boolean");
+    expect(by["cluster.peers"].kind).toBe("list");
+    expect(by["api.key"].running).toBe("(set)");
+    expect(JSON.stringify(views)).not.toContain("secret");
+  });
+});
+
+describe("reading resolveConfig's problem lines", () => {
+  it.each([
+    [
+      "api.port (from /x/skulk.yaml = 99999): must be between 0 (any free port) and 65535",
+      "api.port",
+      "api.port must be between 0 (any free port) and 65535 (got 99999)",
+    ],
+    [
+      'cluster.peers (from skulk.yaml = ["x"]): each peer must be host:port',
+      "cluster.peers",
+      'cluster.peers each peer must be host:port (got ["x"])',
+    ],
+    ["bogus (from skulk.yaml): unknown section", "bogus", "bogus: unknown section"],
+  ])("%s", (line, param, message) => {
+    expect(readProblem(line)).toEqual({ param, message });
+  });
+});
