@@ -18,6 +18,7 @@ import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
 import { nodeRoutes } from "./routes/node.ts";
 import { stateRoutes } from "./routes/state.ts";
+import { clusterRoutes } from "./routes/cluster.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -41,7 +42,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     c.res.headers.set("X-Request-Id", id);
     const ms = Math.round(performance.now() - t0);
     const line = { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms };
-    if (QUIET.has(c.req.path) && c.res.status < 400) log.debug("{method} {path} {status} {ms}ms", line);
+    // Peer traffic runs several times a second per node; it is logged at debug unless it fails.
+    if ((QUIET.has(c.req.path) || c.req.path.startsWith("/cluster/peer/")) && c.res.status < 400) log.debug("{method} {path} {status} {ms}ms", line);
     else log.info("{method} {path} {status} {ms}ms", line);
   });
   app.use("*", cors({ origin: (o) => o, credentials: true }));
@@ -67,6 +69,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", openaiRoutes);
   app.route("/", customModelRoutes);
   app.route("/", configRoutes);
+  app.route("/", clusterRoutes);
   app.route("/", dashboardRoutes);
   extras.mount?.(app);
 

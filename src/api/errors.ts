@@ -26,7 +26,7 @@ export class ApiError extends Error {
   constructor(
     readonly status: ContentfulStatusCode,
     message: string,
-    readonly opts: { type?: string; param?: string | null; code?: string | number } = {},
+    readonly opts: { type?: string; param?: string | null; code?: string | number; retryAfter?: number } = {},
   ) {
     super(message);
     this.name = "ApiError";
@@ -54,6 +54,7 @@ export function envelope(status: number, message: string, opts: ApiError["opts"]
 }
 
 export function errorResponse(c: Context, err: ApiError): Response {
+  if (err.opts.retryAfter !== undefined) c.header("Retry-After", String(err.opts.retryAfter));
   return c.json(envelope(err.status, err.message, err.opts), err.status);
 }
 

@@ -4,6 +4,7 @@ import { loadConfig } from "../config/load.ts";
 import { startNode } from "../daemon/node.ts";
 import { setupLogging } from "../log/mod.ts";
 import { daemonPlanes } from "../daemon/planes.ts";
+import { restartHook } from "../daemon/restart.ts";
 
 export function registerRun(program: Command): void {
   program.command("run")
@@ -16,6 +17,8 @@ export function registerRun(program: Command): void {
     .option("--namespace <name>", "cluster namespace; nodes join only their own (env SKULK_NAMESPACE)")
     .option("--peer <host:port>", "a static peer's API address (repeatable; env SKULK_PEERS, comma-separated)", (v: string, acc: string[]) => [...acc, v], [] as string[])
     .option("--no-worker", "coordinate only: run no models on this node")
+    .option("--force-master", "always win the master election (for operators; env SKULK_FORCE_MASTER)")
+    .option("--no-mdns", "do not discover or announce peers by mDNS (env SKULK_MDNS=0)")
     .option("--default-model <id>", "place this model at start when nothing is placed (env SKULK_DEFAULT_MODEL)")
     .option("--log-level <level>", "trace, debug, info, warning or error (env SKULK_LOG_LEVEL)")
     .option("--log-format <fmt>", "auto, json or pretty (env SKULK_LOG_FORMAT)")
@@ -23,14 +26,17 @@ export function registerRun(program: Command): void {
     .action(async (flags: Record<string, unknown>) => {
       // commander sets worker=true unless --no-worker; only an explicit --no-worker is a flag value.
       if (flags.worker === true) delete flags.worker;
+      if (flags.mdns === true) delete flags.mdns;
       const { config, yamlPath } = loadConfig(flags);
       await setupLogging(config.logLevel, config.logFormat);
       const node = await startNode({ config, configPath: yamlPath, planes: daemonPlanes(config) });
+      const restart = restartHook(node);
+      node.ctx.restart = restart.request;
       console.log(`skulk node ${node.ctx.nodeId} serving at ${node.url} (dashboard: ${node.url}/)`);
       for (const sig of ["SIGINT", "SIGTERM"] as const) {
         Deno.addSignalListener(sig, () => void node.shutdown(`received ${sig}`));
       }
       await node.finished;
-      Deno.exit(0);
+      Deno.exit(restart.afterStop());
     });
 }

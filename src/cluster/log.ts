@@ -1,18 +1,38 @@
 /**
  * The replicated event log of one node: the master indexes events and every node persists them to
  * SQLite `events` and folds them into ClusterState. Listeners (history, worker) see each applied event.
+ * Every SNAPSHOT_EVERY events the state is saved (kv `cluster.snapshot`), so a joiner needs state + tail only.
  */
-import { asc, gt } from "drizzle-orm";
+import { and, asc, eq, gt, lte } from "drizzle-orm";
 import type { Db } from "../store/db.ts";
-import { events } from "../store/schema.ts";
+import { events, kv } from "../store/schema.ts";
 import { type Event, EventSchema, eventType, type IndexedEvent } from "./events.ts";
 import { apply, type ClusterState, emptyState } from "./state.ts";
 
-export type EventListener = (ie: IndexedEvent, before: ClusterState, after: ClusterState) => void | Promise<void>;
+export type EventListener = (
+  ie: IndexedEvent,
+  before: ClusterState,
+  after: ClusterState,
+) => void | Promise<void>;
+
+export const SNAPSHOT_EVERY = 64;
+const SNAPSHOT_KEY = "cluster.snapshot";
+
+/** ClusterState at index `idx`, with the id of the event at `idx` so a follower can check it shares that history. */
+export interface Snapshot {
+  idx: number;
+  eventId: string | null;
+  session: string;
+  state: ClusterState;
+}
+
+export const eventIdOf = (e: Event): string => (Object.values(e)[0] as { eventId: string }).eventId;
 
 export class EventLog {
   #state: ClusterState = emptyState();
+  #lastEventId: string | null = null;
   #listeners: EventListener[] = [];
+  #resetListeners: ((state: ClusterState) => void)[] = [];
   // Appends are serialised so indices are dense even when callers race.
   #tail: Promise<unknown> = Promise.resolve();
 
@@ -20,6 +40,14 @@ export class EventLog {
 
   get state(): ClusterState {
     return this.#state;
+  }
+
+  get lastEventId(): string | null {
+    return this.#lastEventId;
+  }
+
+  get currentSession(): string {
+    return this.session;
   }
 
   setSession(session: string): void {
@@ -30,20 +58,53 @@ export class EventLog {
     this.#listeners.push(listener);
   }
 
+  /** Called when a follower replaces its state wholesale from the master's snapshot. */
+  onReset(listener: (state: ClusterState) => void): void {
+    this.#resetListeners.push(listener);
+  }
+
   /** Rebuilds state from what this node persisted (a restart keeps the cluster's history). */
   async load(): Promise<number> {
-    const rows = await this.db.select().from(events).where(gt(events.idx, -1)).orderBy(asc(events.idx));
-    let s = emptyState();
+    const snap = await this.snapshot();
+    const floor = snap?.idx ?? -1;
+    const rows = await this.db.select().from(events).where(gt(events.idx, floor)).orderBy(asc(events.idx));
+    let s = snap?.state ?? emptyState();
+    let last = snap?.eventId ?? null;
     for (const r of rows) {
-      s = apply(s, { idx: r.idx, session: r.session, event: EventSchema.parse(JSON.parse(r.payload)) });
+      const event = EventSchema.parse(JSON.parse(r.payload));
+      s = apply(s, { idx: r.idx, session: r.session, event });
+      last = eventIdOf(event);
     }
     this.#state = s;
+    this.#lastEventId = last;
     return rows.length;
   }
 
   /** Master: gives the event the next index, persists it and applies it. */
   append(event: Event): Promise<IndexedEvent> {
-    const run = this.#tail.then(() => this.#commit({ idx: this.#state.lastEventAppliedIdx + 1, session: this.session, event }));
+    return this.#serial(() =>
+      this.#commit({ idx: this.#state.lastEventAppliedIdx + 1, session: this.session, event })
+    );
+  }
+
+  /** Follower: applies an event the master indexed; it must be the next index. */
+  appendIndexed(ie: IndexedEvent): Promise<IndexedEvent> {
+    return this.#serial(() => this.#commit(ie));
+  }
+
+  /** Follower whose history diverged or lags past the master's snapshot: start over from the snapshot. */
+  reset(snap: Snapshot): Promise<void> {
+    return this.#serial(async () => {
+      await this.db.delete(events);
+      await this.#saveSnapshot(snap);
+      this.#state = snap.state;
+      this.#lastEventId = snap.eventId;
+      for (const l of this.#resetListeners) l(snap.state);
+    });
+  }
+
+  #serial<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(f);
     this.#tail = run.catch(() => undefined);
     return run;
   }
@@ -59,7 +120,51 @@ export class EventLog {
       createdAt: new Date().toISOString(),
     });
     this.#state = after;
+    this.#lastEventId = eventIdOf(ie.event);
+    if ((ie.idx + 1) % SNAPSHOT_EVERY === 0) {
+      await this.#saveSnapshot({
+        idx: ie.idx,
+        eventId: this.#lastEventId,
+        session: ie.session,
+        state: after,
+      });
+    }
     for (const l of this.#listeners) await l(ie, before, after);
     return ie;
+  }
+
+  async #saveSnapshot(s: Snapshot): Promise<void> {
+    const value = JSON.stringify(s);
+    const updatedAt = new Date().toISOString();
+    await this.db.insert(kv).values({ key: SNAPSHOT_KEY, value, updatedAt }).onConflictDoUpdate({
+      target: kv.key,
+      set: { value, updatedAt },
+    });
+  }
+
+  async snapshot(): Promise<Snapshot | null> {
+    const row = await this.db.select().from(kv).where(eq(kv.key, SNAPSHOT_KEY)).get();
+    return row ? JSON.parse(row.value) as Snapshot : null;
+  }
+
+  /** The id of the event this node holds at `idx`, or null when it holds none there. */
+  async eventIdAt(idx: number): Promise<string | null> {
+    if (idx === this.#state.lastEventAppliedIdx) return this.#lastEventId;
+    const row = await this.db.select().from(events).where(eq(events.idx, idx)).get();
+    if (row) return eventIdOf(EventSchema.parse(JSON.parse(row.payload)));
+    const snap = await this.snapshot();
+    return snap?.idx === idx ? snap.eventId : null;
+  }
+
+  /** Events after `after`, oldest first, at most `limit`. */
+  async since(after: number, limit: number): Promise<IndexedEvent[]> {
+    const upTo = after + limit;
+    const rows = await this.db.select().from(events).where(and(gt(events.idx, after), lte(events.idx, upTo)))
+      .orderBy(asc(events.idx));
+    return rows.map((r) => ({
+      idx: r.idx,
+      session: r.session,
+      event: EventSchema.parse(JSON.parse(r.payload)),
+    }));
   }
 }

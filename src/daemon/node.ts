@@ -3,6 +3,7 @@
  * starts telemetry and the API, and shuts all of it down in reverse order on SIGINT/SIGTERM.
  */
 import { createApp, type AppExtras } from "../api/app.ts";
+import { firstIpv4 } from "../api/routes/node.ts";
 import { EventLog } from "../cluster/log.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
@@ -119,7 +120,8 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
   }
 
   // Telemetry: the local reading, refreshed on a timer; the version counter makes it last-write-wins.
-  let version = 0;
+  // Versions start from the clock so a restarted node's readings replace those of its previous run.
+  let version = Date.now();
   const found = config.worker ? await findEngines() : null;
   const engine = found && {
     llamaServer: found.llamaServer,
@@ -127,7 +129,8 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
     rpcProtocol: found.rpcProtocol,
     backends: backendTags(found),
   };
-  const apiAddress = `${shownHost}:${port}`;
+  const wildcard = config.apiHost === "0.0.0.0" || config.apiHost === "::";
+  const apiAddress = `${wildcard ? firstIpv4() ?? shownHost : shownHost}:${port}`;
   const collector = new Collector({
     nodeId: ctx.nodeId,
     friendlyName: config.friendlyName,
@@ -138,7 +141,8 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
   });
   const sample = async () => {
     const reading = await collector.read();
-    ctx.telemetry.offer(reading, ++version, Date.now());
+    version = Math.max(version + 1, Date.now());
+    ctx.telemetry.offer(reading, version, Date.now());
     return reading;
   };
   const first = await sample();

@@ -3,9 +3,11 @@ import type { Config } from "../config/schema.ts";
 import { TelemetryHistoryPlane } from "../telemetry/history-plane.ts";
 import { Worker } from "../worker/worker.ts";
 import type { Plane } from "./node.ts";
+import { clusterPlane } from "../cluster/plane.ts";
 
 export function daemonPlanes(config: Config): Plane[] {
-  const planes: Plane[] = [new TelemetryHistoryPlane()];
+  // The cluster plane starts first: it owns ctx.submit, which the others use.
+  const planes: Plane[] = [clusterPlane(config), new TelemetryHistoryPlane()];
   if (config.worker) planes.push(new Worker());
   return planes;
 }

@@ -4,6 +4,7 @@
  */
 import type { Event } from "../cluster/events.ts";
 import type { EventLog } from "../cluster/log.ts";
+import type { ClusterHandle } from "../cluster/plane.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import type { Catalog } from "../models/catalog.ts";
@@ -29,6 +30,8 @@ export interface NodeContext {
   submit(event: Event): Promise<void>;
   /** This node's runners (absent on a node started with --no-worker). */
   worker?: { runner(runnerId: string): LocalRunner | undefined; runners(): LocalRunner[] };
+  /** Set by the cluster plane while it runs: what the peer routes call. */
+  cluster?: ClusterHandle;
   /** Set by the daemon: begins a clean restart of this node's process. */
   restart?: () => boolean;
 }

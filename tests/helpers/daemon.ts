@@ -51,12 +51,17 @@ export interface DaemonOptions {
   env?: Record<string, string>;
   cwd?: string;
   timeoutMs?: number;
+  /** Runs the node inside this network namespace (`ip netns exec`); the test made it and removes it. */
+  netns?: string;
+  /** The address tests reach the node at, replacing the host of the URL it prints (e.g. its namespace address). */
+  urlHost?: string;
 }
 
 export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   const dataDir = opts.dataDir ?? tempDir();
-  const child = new Deno.Command(DENO, {
-    args: ["run", "-A", "--quiet", MAIN, "run", "--api-port", "0", "--api-host", "127.0.0.1", "--data-dir", dataDir, ...(opts.args ?? [])],
+  const args = ["run", "-A", "--quiet", MAIN, "run", "--api-port", "0", "--api-host", "127.0.0.1", "--data-dir", dataDir, ...(opts.args ?? [])];
+  const child = new Deno.Command(opts.netns ? "ip" : DENO, {
+    args: opts.netns ? ["netns", "exec", opts.netns, DENO, ...args] : args,
     env: { SKULK_LOG_FORMAT: "json", SKULK_LOG_LEVEL: "debug", ...opts.env },
     cwd: opts.cwd,
     stdout: "piped",
@@ -72,7 +77,7 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   void pump(child.stdout, (t) => {
     stdout += t;
     const m = stdout.match(/skulk node (\S+) serving at (http:\/\/\S+)/);
-    if (m) ready.resolve({ nodeId: m[1], url: m[2] });
+    if (m) ready.resolve({ nodeId: m[1], url: opts.urlHost ? m[2].replace(/\/\/[^:/]+/, `//${opts.urlHost}`) : m[2] });
   });
   void pump(child.stderr, (t) => (stderr += t));
   const exited = child.status;

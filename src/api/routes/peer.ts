@@ -1,0 +1,124 @@
+/**
+ * Node-to-node routes under /cluster/peer/*: gossip, event submission to the master, log sync and push,
+ * restart. Each request is verified by the cluster plane (HMAC, namespace, version) before it is read.
+ */
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { z } from "zod";
+import { EventSchema, makeEvent } from "../../cluster/events.ts";
+import { eventIdOf } from "../../cluster/log.ts";
+import { GossipMessageSchema } from "../../cluster/gossip.ts";
+import { H } from "../../cluster/peers.ts";
+import type { ClusterHandle } from "../../cluster/plane.ts";
+import { PushSchema, SyncRequestSchema } from "../../cluster/replication.ts";
+import type { ApiEnv } from "../env.ts";
+import { ApiError, badRequest, describeZodError, notFound } from "../errors.ts";
+import { describe } from "../openapi.ts";
+
+for (
+  const [path, summary] of [
+    ["gossip", "Peer: push-pull exchange of statuses and telemetry deltas"],
+    ["submit", "Peer: hand an event to the master to be indexed"],
+    ["sync", "Peer: a follower asks the master for the log after its last index"],
+    ["push", "Peer: the master pushes a newly indexed event"],
+    ["restart", "Peer: restart this node's daemon"],
+  ] as const
+) {
+  describe({
+    method: "post",
+    path: `/cluster/peer/${path}`,
+    summary: `${summary} (HMAC-signed, not for clients)`,
+    tag: "cluster",
+  });
+}
+describe({
+  method: "get",
+  path: "/cluster",
+  summary: "This node's view of the cluster: role, session, peers",
+  tag: "cluster",
+});
+describe({
+  method: "post",
+  path: "/cluster/test_events",
+  summary: "Submit no-op TestEvents through this node: probes the control plane end to end",
+  tag: "cluster",
+  query: { count: "how many (1-1000, default 1)" },
+});
+
+/** Verifies the signature, then parses the body; a refusal is a 403 naming why, with the reason in a header. */
+async function peerBody<S extends z.ZodType>(
+  c: Context<ApiEnv>,
+  schema: S,
+): Promise<[ClusterHandle, z.infer<S>]> {
+  const cluster = c.var.node.cluster;
+  if (!cluster) throw notFound("this node runs no cluster plane");
+  const body = new Uint8Array(await c.req.arrayBuffer());
+  const verdict = await cluster.verify({
+    method: c.req.method,
+    path: c.req.path,
+    headers: c.req.raw.headers,
+    body,
+  });
+  if (!verdict.ok) {
+    c.header(H.refusal, verdict.reason);
+    throw new ApiError(403, `peer refused: ${verdict.message}`, {
+      type: "peer_refused",
+      code: verdict.reason,
+    });
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    throw badRequest("peer body is not JSON");
+  }
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw badRequest(`invalid peer message: ${describeZodError(parsed.error).message}`);
+  return [cluster, parsed.data];
+}
+
+export const peerRoutes = new Hono<ApiEnv>()
+  .post("/cluster/peer/gossip", async (c) => {
+    const [cl, m] = await peerBody(c, GossipMessageSchema);
+    return c.json(cl.gossip(m));
+  })
+  .post("/cluster/peer/submit", async (c) => {
+    const [cl, m] = await peerBody(c, z.object({ event: EventSchema }).strict());
+    return c.json(await cl.submit(m.event));
+  })
+  .post("/cluster/peer/sync", async (c) => {
+    const [cl, m] = await peerBody(c, SyncRequestSchema);
+    return c.json(await cl.sync(m));
+  })
+  .post("/cluster/peer/push", async (c) => {
+    const [cl, m] = await peerBody(c, PushSchema);
+    return c.json(await cl.push(m));
+  })
+  .post("/cluster/peer/restart", async (c) => {
+    await peerBody(c, z.object({}).strict());
+    const n = c.var.node;
+    if (!n.restart) throw new ApiError(501, "this node cannot restart itself (no supervisor hook)");
+    const ok = n.restart();
+    return c.json(
+      { status: ok ? "restarting" : "restart_already_pending", node_id: n.nodeId },
+      ok ? 200 : 409,
+    );
+  })
+  .post("/cluster/test_events", async (c) => {
+    const count = Number(c.req.query("count") ?? 1);
+    if (!Number.isInteger(count) || count < 1 || count > 1000) {
+      throw badRequest("count must be an integer from 1 to 1000", "count");
+    }
+    const ids: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const e = makeEvent("TestEvent");
+      await c.var.node.submit(e);
+      ids.push(eventIdOf(e));
+    }
+    return c.json({ submitted: ids });
+  })
+  .get("/cluster", (c) => {
+    const cl = c.var.node.cluster;
+    if (!cl) throw notFound("this node runs no cluster plane");
+    return c.json(cl.view());
+  });

@@ -1,0 +1,219 @@
+/**
+ * Authenticated HTTP between nodes: every peer request carries an HMAC-SHA256 over method, path, time,
+ * sender and body under the cluster key, plus version and namespace headers; refusals name the reason.
+ */
+import { logger } from "../log/mod.ts";
+import { VERSION } from "../version.ts";
+
+const log = logger("peers");
+const enc = new TextEncoder();
+
+/** Peer requests older or newer than this (ms) are refused; within it a signature is accepted once. */
+export const REPLAY_WINDOW_MS = 30_000;
+
+export const H = {
+  node: "x-skulk-node",
+  version: "x-skulk-version",
+  namespace: "x-skulk-namespace",
+  time: "x-skulk-time",
+  signature: "x-skulk-signature",
+  refusal: "x-skulk-refusal",
+} as const;
+
+export type RefusalReason = "version" | "namespace" | "key" | "replay";
+
+export interface PeerIdentity {
+  nodeId: string;
+  namespace: string;
+  version: string;
+}
+
+/** The key bytes: the secret when set, else derived from the namespace so a LAN cluster forms unconfigured. */
+export async function clusterKey(secret: string | null, namespace: string): Promise<CryptoKey> {
+  const raw = secret
+    ? enc.encode(secret)
+    : new Uint8Array(await crypto.subtle.digest("SHA-256", enc.encode(`skulk-cluster-key/${namespace}`)));
+  return crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, ["sign", "verify"]);
+}
+
+function canonical(
+  method: string,
+  path: string,
+  time: string,
+  nodeId: string,
+  body: Uint8Array,
+): Uint8Array<ArrayBuffer> {
+  const head = enc.encode(`${method.toUpperCase()}\n${path}\n${time}\n${nodeId}\n`);
+  const out = new Uint8Array(head.length + body.length);
+  out.set(head);
+  out.set(body, head.length);
+  return out;
+}
+
+const hex = (b: ArrayBuffer) => [...new Uint8Array(b)].map((x) => x.toString(16).padStart(2, "0")).join("");
+const unhex = (s: string) =>
+  /^[0-9a-f]{64}$/.test(s) ? Uint8Array.from(s.match(/../g)!, (h) => parseInt(h, 16)) : null;
+
+export async function signedHeaders(
+  key: CryptoKey,
+  me: PeerIdentity,
+  method: string,
+  path: string,
+  body: Uint8Array,
+  now: number,
+): Promise<Record<string, string>> {
+  const time = String(now);
+  const sig = await crypto.subtle.sign("HMAC", key, canonical(method, path, time, me.nodeId, body));
+  return {
+    [H.node]: me.nodeId,
+    [H.version]: me.version,
+    [H.namespace]: me.namespace,
+    [H.time]: time,
+    [H.signature]: hex(sig),
+  };
+}
+
+export type Verdict = { ok: true; nodeId: string } | { ok: false; reason: RefusalReason; message: string };
+
+/**
+ * Checks one incoming peer request. Version and namespace are compared first so a mismatch is named
+ * plainly (a different namespace also means a different derived key); then time, signature, replay.
+ */
+export async function verifyRequest(
+  key: CryptoKey,
+  me: PeerIdentity,
+  req: { method: string; path: string; headers: Headers; body: Uint8Array },
+  now: number,
+  seen: ReplayGuard,
+): Promise<Verdict> {
+  const h = (n: string) => req.headers.get(n) ?? "";
+  const from = h(H.node) || "unknown node";
+  if (h(H.version) !== me.version) {
+    return {
+      ok: false,
+      reason: "version",
+      message: `Skulk version ${
+        h(H.version) || "(none)"
+      } from ${from} differs from ours (${me.version}); all nodes of a cluster run the same version`,
+    };
+  }
+  if (h(H.namespace) !== me.namespace) {
+    return {
+      ok: false,
+      reason: "namespace",
+      message: `namespace '${h(H.namespace)}' of ${from} differs from ours ('${me.namespace}')`,
+    };
+  }
+  const time = Number(h(H.time));
+  if (!Number.isFinite(time) || Math.abs(now - time) > REPLAY_WINDOW_MS) {
+    return {
+      ok: false,
+      reason: "replay",
+      message: `request from ${from} is outside the ${
+        REPLAY_WINDOW_MS / 1000
+      } s window (clock skew or replay)`,
+    };
+  }
+  const sig = unhex(h(H.signature));
+  const good = sig !== null &&
+    await crypto.subtle.verify(
+      "HMAC",
+      key,
+      sig,
+      canonical(req.method, req.path, h(H.time), h(H.node), req.body),
+    );
+  if (!good) {
+    return {
+      ok: false,
+      reason: "key",
+      message: `request from ${from} is not signed with our cluster key (SKULK_CLUSTER_SECRET differs)`,
+    };
+  }
+  if (!seen.first(h(H.signature), time, now)) {
+    return { ok: false, reason: "replay", message: `request from ${from} was already received (replay)` };
+  }
+  return { ok: true, nodeId: h(H.node) };
+}
+
+/** Remembers signatures inside the replay window so a captured request cannot be sent twice. */
+export class ReplayGuard {
+  readonly #seen = new Map<string, number>();
+
+  first(signature: string, time: number, now: number): boolean {
+    if (this.#seen.size > 10_000) {
+      for (const [s, t] of this.#seen) if (now - t > REPLAY_WINDOW_MS) this.#seen.delete(s);
+    }
+    if (this.#seen.has(signature)) return false;
+    this.#seen.set(signature, time);
+    return true;
+  }
+}
+
+/** Logs a line once per key and interval, so a misconfigured peer retrying forever is one line, not a storm. */
+export class OnceEvery {
+  readonly #last = new Map<string, number>();
+  constructor(private readonly intervalMs = 60_000) {}
+  due(key: string, now = Date.now()): boolean {
+    const t = this.#last.get(key);
+    if (t !== undefined && now - t < this.intervalMs) return false;
+    this.#last.set(key, now);
+    return true;
+  }
+}
+
+export class PeerError extends Error {
+  constructor(readonly kind: "unreachable" | "refused" | "failed", message: string, readonly status = 0) {
+    super(message);
+    this.name = "PeerError";
+  }
+}
+
+/** What the planes use to talk to a peer: a JSON POST to `/cluster/peer/<path>`; tests and benches swap it. */
+export type PeerTransport = (
+  address: string,
+  path: string,
+  body: unknown,
+  timeoutMs?: number,
+) => Promise<unknown>;
+
+export function httpTransport(key: CryptoKey, me: PeerIdentity): PeerTransport {
+  const warned = new OnceEvery();
+  return async (address, path, body, timeoutMs = 2000) => {
+    const full = `/cluster/peer/${path}`;
+    const bytes = enc.encode(JSON.stringify(body));
+    const headers = await signedHeaders(key, me, "POST", full, bytes, Date.now());
+    let res: Response;
+    try {
+      res = await fetch(`http://${address}${full}`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: bytes,
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+    } catch (e) {
+      throw new PeerError("unreachable", `${address} unreachable: ${(e as Error).message.split("\n")[0]}`);
+    }
+    if (res.status === 403 && res.headers.get(H.refusal)) {
+      const why = (await res.json().catch(() => null))?.error?.message ?? res.headers.get(H.refusal);
+      if (warned.due(`${address}/${res.headers.get(H.refusal)}`)) {
+        log.warn("peer {address} refused us: {why}", { address, why });
+      }
+      throw new PeerError("refused", `${address} refused: ${why}`, 403);
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      throw new PeerError(
+        "failed",
+        `${address}${full} answered ${res.status}: ${text.slice(0, 200)}`,
+        res.status,
+      );
+    }
+    return await res.json();
+  };
+}
+
+export const localIdentity = (nodeId: string, namespace: string): PeerIdentity => ({
+  nodeId,
+  namespace,
+  version: VERSION,
+});

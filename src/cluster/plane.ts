@@ -1,0 +1,471 @@
+/**
+ * The cluster plane of one node: discovery feeds the address book, a timer runs gossip rounds, the
+ * election decides this node's role, and replication keeps the log in step. It owns ctx.submit/masterNodeId.
+ */
+import { ApiError } from "../api/errors.ts";
+import { logger } from "../log/mod.ts";
+import type { NodeContext } from "../node/context.ts";
+import { eq } from "drizzle-orm";
+import { kv } from "../store/schema.ts";
+import { AddressBook, pickTargets } from "./addresses.ts";
+import type { Discovery } from "./discovery/static-peers.ts";
+import { decide } from "./election.ts";
+import { type Event, eventType, makeEvent } from "./events.ts";
+import {
+  type GossipMessage,
+  GossipMessageSchema,
+  GossipState,
+  type NodeStatus,
+  type Session,
+} from "./gossip.ts";
+import { timedOut } from "./liveness.ts";
+import type { Config } from "../config/schema.ts";
+import type { Plane } from "../daemon/node.ts";
+import { mdnsDiscovery } from "./discovery/mdns.ts";
+import { staticPeers } from "./discovery/static-peers.ts";
+import {
+  clusterKey,
+  httpTransport,
+  localIdentity,
+  OnceEvery,
+  PeerError,
+  type PeerTransport,
+  ReplayGuard,
+  type Verdict,
+  verifyRequest,
+} from "./peers.ts";
+import {
+  answerSync,
+  applyPush,
+  applySync,
+  type Push,
+  pushOf,
+  type SyncRequest,
+  type SyncResponse,
+  SyncResponseSchema,
+} from "./replication.ts";
+
+const log = logger("cluster");
+const CLOCK_KEY = "cluster.election_clock";
+
+export interface ClusterTimings {
+  /** Gossip round interval. */
+  roundMs: number;
+  /** A status not refreshed for this long no longer counts for the election. */
+  electionTimeoutMs: number;
+  fanout: number;
+}
+
+export const DEFAULT_TIMINGS: ClusterTimings = { roundMs: 500, electionTimeoutMs: 1500, fanout: 3 };
+
+/** A request caught between masters: the caller should retry shortly. */
+export class NoMaster extends ApiError {
+  constructor(message: string) {
+    super(503, message, { type: "service_unavailable", retryAfter: 1 });
+    this.name = "NoMaster";
+  }
+}
+
+/** What the peer routes call; set on ctx.cluster while the plane runs. */
+export interface ClusterHandle {
+  verify(req: { method: string; path: string; headers: Headers; body: Uint8Array }): Promise<Verdict>;
+  gossip(m: GossipMessage): GossipMessage;
+  submit(event: Event): Promise<{ idx: number }>;
+  sync(req: SyncRequest): Promise<SyncResponse>;
+  push(p: Push): Promise<{ applied: boolean }>;
+  view(): ClusterView;
+  /** A signed request to another node's peer route. */
+  call(nodeId: string, path: string, body: unknown): Promise<unknown>;
+}
+
+export interface ClusterView {
+  nodeId: string;
+  role: "master" | "follower" | "none";
+  session: Session | null;
+  lastIdx: number;
+  peers: {
+    nodeId: string;
+    apiAddress: string | null;
+    session: Session | null;
+    lastIdx: number;
+    silentMs: number;
+  }[];
+  addresses: string[];
+}
+
+export interface ClusterDeps {
+  transport: PeerTransport;
+  verify: ClusterHandle["verify"];
+  discovery: Discovery[];
+  apiAddress: string | null;
+  timings?: Partial<ClusterTimings>;
+}
+
+export class ClusterNode {
+  readonly t: ClusterTimings;
+  readonly gossipState: GossipState;
+  readonly book: AddressBook;
+  session: Session | null = null;
+  #hb = 0;
+  #masterSince = 0;
+  #masterlessSince: number | null = null;
+  #maxClock = 0;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #syncing: Promise<void> | null = null;
+  #needsSync = false;
+  #pushChains = new Map<string, Promise<unknown>>();
+  #lastId: string | null;
+  #timingOut = new Set<string>();
+  #round: Promise<void> | null = null;
+  #stopped = false;
+
+  constructor(readonly ctx: NodeContext, readonly deps: ClusterDeps) {
+    this.t = { ...DEFAULT_TIMINGS, ...deps.timings };
+    this.gossipState = new GossipState(ctx.nodeId, ctx.telemetry);
+    this.book = new AddressBook(deps.apiAddress);
+    this.#lastId = ctx.log.lastEventId;
+  }
+
+  get role(): ClusterView["role"] {
+    if (!this.session) return "none";
+    return this.session.master === this.ctx.nodeId ? "master" : "follower";
+  }
+
+  async start(): Promise<void> {
+    const { ctx } = this;
+    const row = await ctx.store.db.select().from(kv).where(eq(kv.key, CLOCK_KEY)).get();
+    this.#maxClock = row ? Number(row.value) : 0;
+    // Every node starts as its own master and converges with whoever it finds.
+    await this.#lead({ master: ctx.nodeId, clock: this.#maxClock }, Date.now());
+    ctx.log.onApplied((ie) => {
+      const prev = this.#lastId;
+      this.#lastId = ctx.log.lastEventId;
+      if (eventType(ie.event) === "NodeTimedOut") {
+        const id = (ie.event as { NodeTimedOut: { nodeId: string } }).NodeTimedOut.nodeId;
+        this.#timingOut.delete(id);
+        if (id !== ctx.nodeId) {
+          this.gossipState.forget(id);
+        }
+      }
+      if (this.role === "master") this.#pushAll(pushOf(ctx.nodeId, prev, ie));
+    });
+    ctx.log.onReset(() => (this.#lastId = ctx.log.lastEventId));
+    ctx.masterNodeId = () => this.session?.master ?? ctx.nodeId;
+    ctx.submit = async (event) => {
+      await this.submitAnywhere(event);
+    };
+    for (const d of this.deps.discovery) {
+      await d.start((a) => this.book.add(a, d.name === "mdns" ? "mdns" : "static"));
+    }
+    this.#timer = setInterval(() => {
+      if (!this.#round) this.#round = this.tick().finally(() => (this.#round = null));
+    }, this.t.roundMs);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearInterval(this.#timer);
+    for (const d of this.deps.discovery) await d.stop();
+    await this.#round;
+  }
+
+  selfStatus(now: number): NodeStatus {
+    this.#hb = Math.max(this.#hb + 1, now);
+    return {
+      nodeId: this.ctx.nodeId,
+      hb: this.#hb,
+      startedAt: this.ctx.startedAt,
+      forceMaster: this.ctx.config.forceMaster,
+      lastIdx: this.ctx.log.state.lastEventAppliedIdx,
+      apiAddress: this.deps.apiAddress,
+      session: this.session,
+    };
+  }
+
+  addressOf(nodeId: string): string | null {
+    return this.gossipState.status(nodeId)?.status.apiAddress ??
+      this.ctx.telemetry.get(nodeId)?.reading.apiAddress ?? null;
+  }
+
+  /** One round: refresh our status, exchange with a few peers, re-decide the role, repair the log, check liveness. */
+  async tick(now = Date.now()): Promise<void> {
+    this.gossipState.offerStatus(this.selfStatus(now), now);
+    for (const s of this.gossipState.statuses()) {
+      if (s.status.apiAddress && s.status.nodeId !== this.ctx.nodeId) {
+        this.book.add(s.status.apiAddress, "gossip");
+      }
+    }
+    const master = this.role === "follower" ? this.addressOf(this.session!.master) : null;
+    // Followers reach the master every round and it answers each with everything new, so a master
+    // only reaches out to addresses that are not its followers yet (newcomers, other masters).
+    const followers = this.role === "master"
+      ? new Set(this.#followers(now).map((s) => s.apiAddress))
+      : new Set();
+    const targets = pickTargets(
+      this.book.ready(now).filter((a) => !followers.has(a)),
+      master,
+      this.t.fanout,
+      Math.random,
+    );
+    await Promise.all(targets.map((a) => this.exchange(a)));
+    if (this.#stopped) return;
+    await this.elect(Date.now());
+    if (this.role === "follower") {
+      const m = this.gossipState.status(this.session!.master)?.status;
+      if (this.#needsSync || (m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx)) this.pull();
+    }
+    if (this.role === "master") this.#checkLiveness(Date.now());
+  }
+
+  async exchange(address: string): Promise<void> {
+    const now = Date.now();
+    try {
+      const msg = this.gossipState.messageFor(this.#digests.get(address) ?? null);
+      const res = GossipMessageSchema.parse(
+        await this.deps.transport(address, "gossip", msg, this.t.electionTimeoutMs),
+      );
+      this.gossipState.merge(res, Date.now());
+      this.#digests.set(address, res.digest);
+      this.book.ok(address);
+    } catch (e) {
+      this.#digests.delete(address);
+      this.book.failed(address, now);
+      // A master that refuses connections twice in a row is gone (kill -9, crash): stop waiting for
+      // its heartbeat to age out. Timeouts do not count, since a busy master is not a dead one.
+      const master = this.role === "follower" ? this.session!.master : null;
+      if (
+        master && address === this.addressOf(master) && e instanceof PeerError && e.kind === "unreachable" &&
+        !/timed out|abort/i.test(e.message)
+      ) {
+        if ((this.#masterFailures = this.#masterFailures + 1) >= 2) this.gossipState.suspect(master);
+      }
+      return;
+    }
+    this.#masterFailures = 0;
+  }
+  #digests = new Map<string, GossipMessage["digest"]>();
+  #masterFailures = 0;
+
+  async elect(now: number): Promise<void> {
+    const fresh = this.gossipState.fresh(now, this.t.electionTimeoutMs);
+    for (const s of fresh) if (s.session) this.#maxClock = Math.max(this.#maxClock, s.session.clock);
+    const d = decide({
+      self: this.selfStatus(now),
+      fresh: fresh.map((s) => (s.nodeId === this.ctx.nodeId ? { ...s, session: this.session } : s)),
+      maxClock: this.#maxClock,
+      masterlessMs: this.#masterlessSince === null ? 0 : now - this.#masterlessSince,
+      patienceMs: 2 * this.t.electionTimeoutMs,
+    });
+    const same = (a: Session | null, b: Session | null) => a?.master === b?.master && a?.clock === b?.clock;
+    if (d.kind === "lead" && !same(d.session, this.session)) await this.#lead(d.session, now);
+    else if (d.kind === "follow" && !same(d.session, this.session)) {
+      log.info("following master {master} (session {clock})", {
+        master: d.session.master,
+        clock: d.session.clock,
+      });
+      this.session = d.session;
+      this.#masterlessSince = null;
+      this.#needsSync = true;
+    } else if (d.kind === "wait" && this.session && this.role === "follower") {
+      log.info("master {master} is silent; electing a new one", { master: this.session.master });
+      this.session = null;
+      this.#masterlessSince = now;
+    } else if (d.kind === "wait" && this.#masterlessSince === null) this.#masterlessSince = now;
+    if (d.kind === "lead" && this.#masterlessSince !== null) this.#masterlessSince = null;
+  }
+
+  async #lead(session: Session, now: number): Promise<void> {
+    const { ctx } = this;
+    const was = this.session;
+    this.session = session;
+    this.#masterSince = now;
+    this.#masterlessSince = null;
+    this.#maxClock = Math.max(this.#maxClock, session.clock);
+    this.#timingOut.clear();
+    // The new session continues from this node's replica: same indices, a new session label.
+    ctx.log.setSession(`${session.master}/${session.clock}`);
+    const value = String(session.clock);
+    const updatedAt = new Date().toISOString();
+    await ctx.store.db.insert(kv).values({ key: CLOCK_KEY, value, updatedAt }).onConflictDoUpdate({
+      target: kv.key,
+      set: { value, updatedAt },
+    });
+    if (was) {
+      log.info("this node is now the master (session {clock}, log at {idx})", {
+        clock: session.clock,
+        idx: ctx.log.state.lastEventAppliedIdx,
+      });
+    }
+  }
+
+  /** Pulls from the master until caught up; one pull at a time. */
+  pull(): void {
+    if (this.#syncing || this.role !== "follower") return;
+    const master = this.session!.master;
+    this.#needsSync = false;
+    this.#syncing = (async () => {
+      const addr = this.addressOf(master);
+      if (!addr) return void (this.#needsSync = true);
+      for (let i = 0; i < 100 && this.session?.master === master; i++) {
+        const req: SyncRequest = {
+          after: this.ctx.log.state.lastEventAppliedIdx,
+          eventId: this.ctx.log.lastEventId,
+        };
+        const res = SyncResponseSchema.parse(await this.deps.transport(addr, "sync", req, 10_000));
+        if (res.snapshot) {
+          log.info("resynchronising from master {master}'s snapshot at {idx}", {
+            master,
+            idx: res.snapshot.idx,
+          });
+        }
+        if (!(await applySync(this.ctx.log, res))) break;
+      }
+    })().catch((e) => {
+      this.#needsSync = true;
+      log.debug("sync from {master} failed: {error}", { master, error: (e as Error).message });
+    }).finally(() => (this.#syncing = null));
+  }
+
+  #followers(now: number): NodeStatus[] {
+    return this.gossipState.fresh(now, this.t.electionTimeoutMs)
+      .filter((s) => s.nodeId !== this.ctx.nodeId && s.session?.master === this.ctx.nodeId && s.apiAddress);
+  }
+
+  #pushAll(p: Push): void {
+    for (const s of this.#followers(Date.now())) {
+      const addr = s.apiAddress!;
+      // One chain per follower keeps pushes in order; a failed push is repaired by the follower's pull.
+      const next = (this.#pushChains.get(addr) ?? Promise.resolve()).then(() =>
+        this.deps.transport(addr, "push", p, 2000)
+      ).catch(() => {});
+      this.#pushChains.set(addr, next);
+    }
+  }
+
+  #checkLiveness(now: number): void {
+    const heard = Object.fromEntries(this.gossipState.statuses().map((e) => [e.status.nodeId, e.receivedAt]));
+    const late = timedOut({
+      selfId: this.ctx.nodeId,
+      heard,
+      state: this.ctx.log.state,
+      masterSince: this.#masterSince,
+      now,
+      timeoutMs: this.ctx.config.nodeTimeout * 1000,
+    });
+    for (const id of late) {
+      if (this.#timingOut.has(id)) continue;
+      this.#timingOut.add(id);
+      log.warn("node {nodeId} silent for more than {s} s: timing it out", {
+        nodeId: id,
+        s: this.ctx.config.nodeTimeout,
+      });
+      this.ctx.log.append(makeEvent("NodeTimedOut", { nodeId: id })).catch((e) => {
+        this.#timingOut.delete(id);
+        log.error("could not record NodeTimedOut for {nodeId}: {error}", {
+          nodeId: id,
+          error: (e as Error).message,
+        });
+      });
+    }
+  }
+
+  /** ctx.submit: index locally as master, else hand the event to the master. */
+  async submitAnywhere(event: Event): Promise<{ idx: number }> {
+    if (this.role === "master") return { idx: (await this.ctx.log.append(event)).idx };
+    const master = this.session?.master;
+    const addr = master ? this.addressOf(master) : null;
+    if (!master || !addr) throw new NoMaster("the cluster is electing a master; retry in a moment");
+    try {
+      return await this.deps.transport(addr, "submit", { event }, 5000) as { idx: number };
+    } catch (e) {
+      throw new NoMaster(
+        `the master ${master} did not take the event (${(e as Error).message}); retry in a moment`,
+      );
+    }
+  }
+
+  handle(): ClusterHandle {
+    return {
+      verify: this.deps.verify,
+      gossip: (m) => this.gossipState.gossipReply(m, Date.now()),
+      submit: async (event) => {
+        if (this.role !== "master") {
+          throw new NoMaster(`this node is not the master (${this.session?.master ?? "none known"})`);
+        }
+        return { idx: (await this.ctx.log.append(event)).idx };
+      },
+      sync: (req) => {
+        if (this.role !== "master") throw new NoMaster("this node is not the master");
+        return answerSync(this.ctx.log, req);
+      },
+      push: async (p) => {
+        if (this.role !== "follower" || p.master !== this.session?.master || this.#syncing) {
+          return { applied: false };
+        }
+        const applied = await applyPush(this.ctx.log, p);
+        if (!applied) this.pull();
+        return { applied };
+      },
+      view: () => this.view(),
+      call: (nodeId, path, body) => {
+        const addr = this.addressOf(nodeId);
+        if (!addr) throw new NoMaster(`node ${nodeId} has no known address yet; retry in a moment`);
+        return this.deps.transport(addr, path, body, 5000);
+      },
+    };
+  }
+
+  view(now = Date.now()): ClusterView {
+    return {
+      nodeId: this.ctx.nodeId,
+      role: this.role,
+      session: this.session,
+      lastIdx: this.ctx.log.state.lastEventAppliedIdx,
+      peers: this.gossipState.statuses().filter((e) => e.status.nodeId !== this.ctx.nodeId).map((e) => ({
+        nodeId: e.status.nodeId,
+        apiAddress: e.status.apiAddress,
+        session: e.status.session,
+        lastIdx: e.status.lastIdx,
+        silentMs: now - e.receivedAt,
+      })),
+      addresses: this.book.all().map((e) => e.address),
+    };
+  }
+}
+
+/** The daemon's cluster plane: keys, transport and discovery from the config, around one ClusterNode. */
+export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane {
+  let node: ClusterNode | null = null;
+  return {
+    name: "cluster",
+    async start(ctx) {
+      const key = await clusterKey(config.clusterSecret, config.namespace);
+      const me = localIdentity(ctx.nodeId, config.namespace);
+      const apiAddress = ctx.telemetry.get(ctx.nodeId)?.reading.apiAddress ?? null;
+      const guard = new ReplayGuard();
+      const refusals = new OnceEvery();
+      const discovery: Discovery[] = [staticPeers(config.peers)];
+      if (config.mdns) {
+        discovery.push(mdnsDiscovery({ namespace: config.namespace, apiAddress, nodeId: ctx.nodeId }));
+      }
+      node = new ClusterNode(ctx, {
+        transport: httpTransport(key, me),
+        verify: async (req) => {
+          const v = await verifyRequest(key, me, req, Date.now(), guard);
+          if (!v.ok && refusals.due(`${req.headers.get("x-skulk-node")}/${v.reason}`)) {
+            log.warn("refused a peer: {why}", { why: v.message });
+          }
+          return v;
+        },
+        discovery,
+        apiAddress,
+        timings,
+      });
+      ctx.cluster = node.handle();
+      await node.start();
+    },
+    async stop() {
+      await node?.stop();
+    },
+  };
+}
