@@ -202,12 +202,20 @@ export class ClusterNode {
       ? new Set(this.#followers(now).map((s) => s.apiAddress))
       : new Set();
     const targets = pickTargets(
-      this.book.ready(now).filter((a) => !followers.has(a)),
+      this.book.ready(now).filter((a) => !followers.has(a) && !this.#inFlight.has(a)),
       master,
       this.t.fanout,
       Math.random,
     );
-    await Promise.all(targets.map((a) => this.exchange(a)));
+    // An unreachable peer must not stall the round: the election is judged after at most one round's
+    // wait, and exchanges still running finish (or time out) in the background.
+    const all = Promise.all(targets.map((a) => {
+      this.#inFlight.add(a);
+      return this.exchange(a).finally(() => this.#inFlight.delete(a));
+    }));
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, this.t.roundMs)))]);
+    clearTimeout(timer);
     if (this.#stopped) return;
     await this.elect(Date.now());
     if (this.role === "follower") {
@@ -244,6 +252,7 @@ export class ClusterNode {
     this.#masterFailures = 0;
   }
   #digests = new Map<string, GossipMessage["digest"]>();
+  #inFlight = new Set<string>();
   #masterFailures = 0;
 
   async elect(now: number): Promise<void> {

@@ -43,7 +43,7 @@ const submit = (d: Daemon, count = 1) =>
 describe.skipIf(!available)("cluster in network namespaces", () => {
   it("three nodes find one another by mDNS and agree on one master; another namespace stays apart", async () => {
     segment = makeSegment(4);
-    const nodes = [];
+    const nodes: Daemon[] = [];
     for (let i = 0; i < 3; i++) nodes.push(await nodeIn(segment, i));
     const stranger = await nodeIn(segment, 3, ["--namespace", "elsewhere"]);
     const urls = nodes.map((d) => d.url);
@@ -68,10 +68,16 @@ describe.skipIf(!available)("cluster in network namespaces", () => {
     expect(sv.role).toBe("master");
   });
 
-  it("times out a partitioned node and takes it back after the link returns, with one master and no lost events", async () => {
+  it("times out a partitioned node and takes it back after the link returns, with one master and no lost events", async ({ onTestFailed }) => {
+    const nodes: Daemon[] = [];
+    onTestFailed(() => {
+      for (const d of nodes) {
+        const lines = d.log().split("\n").filter((l) => /skulk\.cluster|refused|silent|master/.test(l));
+        console.error(`--- ${d.nodeId}\n${lines.slice(-60).join("\n")}`);
+      }
+    });
     segment = makeSegment(3);
     const env = { SKULK_NODE_TIMEOUT: "4" };
-    const nodes = [];
     for (let i = 0; i < 3; i++) nodes.push(await nodeIn(segment, i, [], env));
     const urls = nodes.map((d) => d.url);
     const master = await oneMaster(urls, 45_000);
