@@ -143,11 +143,12 @@ function cpuTicks(pid: number): number {
   return Number(f[11]) + Number(f[12]);
 }
 
-async function idleCpu(seconds: number): Promise<number[]> {
+/** CPU (% of a core) of each node of an idle cluster of `size` nodes; size 1 is the baseline without peers. */
+async function idleCpu(seconds: number, size = 3): Promise<number[]> {
   const nodes: Daemon[] = [];
   try {
     nodes.push(await startDaemon({ args: ["--no-mdns"], env: { SKULK_LOG_LEVEL: "info" } }));
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < size - 1; i++) {
       nodes.push(
         await startDaemon({
           args: ["--no-mdns", "--peer", `127.0.0.1:${nodes[0].port}`],
@@ -169,12 +170,6 @@ async function idleCpu(seconds: number): Promise<number[]> {
   }
 }
 
-const only = Deno.env.get("BENCH_ONLY");
-if (only === "cpu") {
-  const cpu = await idleCpu(20);
-  line("idle node CPU, % of a core (3 nodes)", cpu.map((c) => c.toFixed(2)).join(" / "), "< 1 %");
-  Deno.exit(0);
-}
 console.log(
   `bench/cluster (gossip every ${DEFAULT_TIMINGS.roundMs} ms, fan-out ${DEFAULT_TIMINGS.fanout}, election timeout ${DEFAULT_TIMINGS.electionTimeoutMs} ms)`,
 );
@@ -193,5 +188,9 @@ for (const r of j) {
   line(`join bytes at ${r.age} events (full history)`, `${r.join} B (${r.history} B)`, "flat");
 }
 line("join bytes ratio 5000 vs 100 events", (j[2].join / j[0].join).toFixed(2), "~1");
+const alone = (await idleCpu(20, 1))[0];
 const cpu = await idleCpu(20);
-line("idle node CPU, % of a core (3 nodes)", cpu.map((c) => c.toFixed(2)).join(" / "), "< 1 %");
+const mean = cpu.reduce((a, b) => a + b, 0) / cpu.length;
+line("idle node CPU, whole process (3 nodes), %", cpu.map((c) => c.toFixed(2)).join(" / "), "");
+line("idle node CPU, lone node (no peers), %", alone.toFixed(2), "");
+line("idle control plane CPU per node, %", `${(mean - alone).toFixed(2)} (3-node mean - lone)`, "< 1 %");
