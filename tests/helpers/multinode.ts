@@ -33,7 +33,7 @@ export async function json<T>(url: string, init?: RequestInit): Promise<T> {
   return body as T;
 }
 
-export const view = (url: string) => json<ClusterView>(`${url}/cluster`);
+export const view = (url: string) => json<ClusterView>(`${url}/cluster/view`);
 
 export async function eventIds(url: string): Promise<string[]> {
   const rows = await json<{ idx: number; event: Record<string, { eventId: string }> }[]>(

@@ -33,7 +33,7 @@ for (
 }
 describe({
   method: "get",
-  path: "/cluster",
+  path: "/cluster/view",
   summary: "This node's view of the cluster: role, session, peers",
   tag: "cluster",
 });
@@ -117,7 +117,7 @@ export const peerRoutes = new Hono<ApiEnv>()
     }
     return c.json({ submitted: ids });
   })
-  .get("/cluster", (c) => {
+  .get("/cluster/view", (c) => {
     const cl = c.var.node.cluster;
     if (!cl) throw notFound("this node runs no cluster plane");
     return c.json(cl.view());
