@@ -29,9 +29,26 @@ export function isObject(v: unknown): v is YamlObject {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
+/** Dotted keys of the credentials a file may hold (never shown, kept when a PUT leaves them out). */
+const SECRET_KEYS = (Object.values(SETTINGS) as Setting<unknown>[]).filter((s) => s.secret).map((s) => s.key);
+
+function getPath(y: YamlObject, key: string): unknown {
+  return key.split(".").reduce<unknown>((cur, k) => (isObject(cur) ? cur[k] : undefined), y);
+}
+
+function withPath(y: YamlObject, key: string, value: unknown): YamlObject {
+  const [head, ...rest] = key.split(".");
+  if (rest.length === 0) {
+    const { [head]: _drop, ...others } = y;
+    return value === undefined ? others : { ...others, [head]: value };
+  }
+  const inner = isObject(y[head]) ? y[head] as YamlObject : {};
+  return { ...y, [head]: withPath(inner, rest.join("."), value) };
+}
+
 export function redact(yaml: YamlObject): YamlObject {
   const { hf_token: _token, ...rest } = yaml;
-  return rest;
+  return SECRET_KEYS.reduce((y, k) => (getPath(y, k) === undefined ? y : withPath(y, k, undefined)), rest as YamlObject);
 }
 
 /** `{config: {...}}` or the config object itself; null when the body is neither. */
@@ -42,8 +59,11 @@ export function proposedConfig(body: unknown): YamlObject | null {
 }
 
 export function mergeWithFile(proposed: YamlObject, onDisk: YamlObject): YamlObject {
-  const out = { ...proposed };
+  let out = { ...proposed };
   for (const k of PRESERVED) if (!(k in out) && k in onDisk) out[k] = onDisk[k];
+  for (const k of SECRET_KEYS) {
+    if (getPath(out, k) === undefined && getPath(onDisk, k) !== undefined) out = withPath(out, k, getPath(onDisk, k));
+  }
   return out;
 }
 
@@ -84,7 +104,7 @@ export function settingViews(config: Config): SettingView[] {
     env: s.env ?? null,
     flag: s.flag ? `--${s.flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}` : null,
     kind: kindOf(s),
-    running: name === "apiKey" ? (config.apiKey ? "(set)" : null) : config[name],
+    running: s.secret ? (config[name] ? "(set)" : null) : config[name],
   }));
 }
 

@@ -65,7 +65,8 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
     const parsed = s.schema.safeParse(raw);
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => i.message).join("; ");
-      problems.push(`${s.key} (from ${describe(source, s, inputs.yamlPath)} = ${JSON.stringify(raw)}): ${why}`);
+      const shown = s.secret ? '"(hidden)"' : JSON.stringify(raw);
+      problems.push(`${s.key} (from ${describe(source, s, inputs.yamlPath)} = ${shown}): ${why}`);
       continue;
     }
     config[name] = parsed.data;

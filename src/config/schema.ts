@@ -22,6 +22,8 @@ export interface Setting<T> {
   env?: string;
   schema: z.ZodType<T>;
   default: T | (() => T);
+  /** A credential: never shown back (GET /config, the settings form, logs). */
+  secret?: true;
 }
 
 function setting<T>(s: Setting<T>): Setting<T> {
@@ -31,7 +33,7 @@ function setting<T>(s: Setting<T>): Setting<T> {
 export const SETTINGS = {
   apiPort: setting({ key: "api.port", flag: "apiPort", env: "SKULK_API_PORT", schema: port, default: 52415 }),
   apiHost: setting({ key: "api.host", flag: "apiHost", env: "SKULK_API_HOST", schema: nonEmpty, default: "0.0.0.0" }),
-  apiKey: setting({ key: "api.key", env: "SKULK_API_KEY", schema: z.string().min(16, "must be at least 16 characters").nullable(), default: null }),
+  apiKey: setting({ key: "api.key", env: "SKULK_API_KEY", secret: true, schema: z.string().min(16, "must be at least 16 characters").nullable(), default: null }),
   dataDir: setting({
     key: "node.data_dir",
     flag: "dataDir",
@@ -57,7 +59,7 @@ export const SETTINGS = {
   }),
   peers: setting({ key: "cluster.peers", flag: "peer", env: "SKULK_PEERS", schema: peerList, default: [] as string[] }),
   forceMaster: setting({ key: "cluster.force_master", flag: "forceMaster", env: "SKULK_FORCE_MASTER", schema: bool, default: false }),
-  clusterSecret: setting({ key: "cluster.secret", env: "SKULK_CLUSTER_SECRET", schema: z.string().min(8, "must be at least 8 characters").nullable(), default: null }),
+  clusterSecret: setting({ key: "cluster.secret", env: "SKULK_CLUSTER_SECRET", secret: true, schema: z.string().min(8, "must be at least 8 characters").nullable(), default: null }),
   mdns: setting({ key: "cluster.mdns", flag: "mdns", env: "SKULK_MDNS", schema: bool, default: true }),
   nodeTimeout: setting({ key: "cluster.node_timeout_seconds", env: "SKULK_NODE_TIMEOUT", schema: seconds, default: 30 }),
   logLevel: setting({ key: "logging.level", flag: "logLevel", env: "SKULK_LOG_LEVEL", schema: LogLevelSchema, default: "info" as const }),

@@ -87,7 +87,7 @@ describe("the settings form's view of the running config", () => {
   it("lists every setting with its kind, hiding the API key's value", () => {
     const { config } = resolveConfig({
       flags: {},
-      env: { SKULK_API_KEY: "0123456789abcdef-secret" },
+      env: { SKULK_API_KEY: "0123456789abcdef-hidden", SKULK_CLUSTER_SECRET: "cluster-key-hidden" },
       yaml: { api: { port: 1234 } },
     });
     const views = settingViews(config);
@@ -101,7 +101,8 @@ describe("the settings form's view of the running config", () => {
     expect(by["node.worker"].kind).toBe("boolean");
     expect(by["cluster.peers"].kind).toBe("list");
     expect(by["api.key"].running).toBe("(set)");
-    expect(JSON.stringify(views)).not.toContain("secret");
+    expect(by["cluster.secret"].running).toBe("(set)");
+    expect(JSON.stringify(views)).not.toContain("hidden");
   });
 });
 
@@ -120,5 +121,22 @@ describe("reading resolveConfig's problem lines", () => {
     ["bogus (from skulk.yaml): unknown section", "bogus", "bogus: unknown section"],
   ])("%s", (line, param, message) => {
     expect(readProblem(line)).toEqual({ param, message });
+  });
+});
+
+describe("credentials in skulk.yaml", () => {
+  it("are never shown back and survive a PUT that leaves them out", async () => {
+    const { redact, mergeWithFile } = await import("../../src/config/edit.ts");
+    const onDisk = { api: { port: 1, key: "0123456789abcdef-hidden" }, cluster: { secret: "s3cret-hidden", namespace: "x" }, hf_token: "hf_x" };
+    const shown = redact(onDisk);
+    expect(JSON.stringify(shown)).not.toContain("hidden");
+    expect(JSON.stringify(shown)).not.toContain("hf_x");
+    expect(shown).toEqual({ api: { port: 1 }, cluster: { namespace: "x" } });
+    const merged = mergeWithFile({ api: { port: 2 }, cluster: { namespace: "y" } }, onDisk);
+    expect(merged).toEqual({ api: { port: 2, key: "0123456789abcdef-hidden" }, cluster: { namespace: "y", secret: "s3cret-hidden" }, hf_token: "hf_x" });
+  });
+  it("are not echoed in a validation error", async () => {
+    const { resolveConfig } = await import("../../src/config/load.ts");
+    expect(() => resolveConfig({ flags: {}, env: { SKULK_API_KEY: "short-hidden" } })).toThrowError(/api\.key \(from SKULK_API_KEY = "\(hidden\)"\)/);
   });
 });
