@@ -23,7 +23,7 @@ export function registerModels(program: Command): Command {
       const w = Math.max(8, ...cards.map((c) => c.model_id.length));
       console.log(`${"MODEL".padEnd(w)}  ${"SIZE".padStart(9)}  ${"QUANT".padEnd(8)}  TASKS`);
       for (const c of cards) {
-        console.log(`${c.model_id.padEnd(w)}  ${formatBytes(c.storage_size.in_bytes).padStart(9)}  ${c.quantization.padEnd(8)}  ${c.tasks.join(",")}`);
+        console.log(`${c.model_id.padEnd(w)}  ${(c.storage_size ? formatBytes(c.storage_size.in_bytes) : "?").padStart(9)}  ${c.quantization.padEnd(8)}  ${c.tasks.join(",")}`);
       }
       console.log(`(${cards.length} cards)`);
     });

@@ -27,7 +27,8 @@ export const AudioVoiceSchema = z.object({
 
 export const ModelCardSchema = z.object({
   model_id: z.string().regex(/^[^\s]+$/, "model_id must have no spaces").min(1),
-  storage_size: Memory,
+  /** Absent when not yet known: resolved on first contact with the hub and recorded (resolved_model_facts). */
+  storage_size: Memory.optional(),
   n_layers: z.number().int().positive(),
   hidden_size: z.number().int().positive(),
   supports_tensor: z.boolean(),

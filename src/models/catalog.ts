@@ -114,7 +114,7 @@ export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntr
     description: features.length ? `Resolved capabilities: ${features.join(", ")}.` : "Resolved capabilities: text.",
     context_length: card.context_length,
     tags,
-    storage_size_megabytes: Math.round(card.storage_size.in_bytes / 1_000_000),
+    storage_size_megabytes: Math.round((card.storage_size?.in_bytes ?? 0) / 1_000_000),
     supports_tensor: card.supports_tensor,
     tasks: card.tasks,
     is_custom: card.is_custom,
