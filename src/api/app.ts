@@ -17,6 +17,7 @@ import { instanceRoutes } from "./routes/instances.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
 import { nodeRoutes } from "./routes/node.ts";
+import { placementRoutes } from "./routes/placement.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 
@@ -65,6 +66,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", nodeRoutes);
   app.route("/", stateRoutes);
   app.route("/", modelRoutes);
+  // Before instanceRoutes: /instance/previews and /instance/placement must not be read as /instance/:id.
+  app.route("/", placementRoutes);
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
   app.route("/", customModelRoutes);

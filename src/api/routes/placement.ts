@@ -1,0 +1,109 @@
+/**
+ * Placement dry runs: `GET /instance/previews` (every combination, truthful rows) and
+ * `GET /instance/placement` (the one instance the planner would create), over live state and telemetry.
+ */
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { z } from "zod";
+import { InstanceSchema } from "../../cluster/instances.ts";
+import type { ModelCard } from "../../models/card.ts";
+import type { NodeContext } from "../../node/context.ts";
+import { InstanceMetaSchema, plan, ShardingSchema } from "../../placement/planner.ts";
+import { placementPreviews, PlacementPreviewSchema } from "../../placement/previews.ts";
+import { buildClusterView, type ClusterView } from "../../placement/view.ts";
+import type { ApiEnv } from "../env.ts";
+import { ApiError, badRequest, describeZodError, unavailable } from "../errors.ts";
+import { describe } from "../openapi.ts";
+
+describe({
+  method: "get",
+  path: "/instance/previews",
+  summary:
+    "Every placement combination for a model: what would launch, memory per node, context limit, or why not",
+  tag: "instances",
+  query: {
+    model_id: "the model to preview (required)",
+    excluded_node_ids: "node ids to leave out (repeatable or comma-separated)",
+    node_ids: "node ids every placement must use (repeatable or comma-separated)",
+  },
+  response: z.object({ previews: z.array(PlacementPreviewSchema) }),
+});
+describe({
+  method: "get",
+  path: "/instance/placement",
+  summary: "The instance the planner would create for a model (400 with the reason when it cannot be placed)",
+  tag: "instances",
+  query: {
+    model_id: "the model to place (required)",
+    sharding: "Pipeline (default) or Tensor",
+    instance_meta: "MlxRing (default), MlxJaccl or LlamaRpc",
+    min_nodes: "the fewest nodes to use (default 1)",
+  },
+  response: InstanceSchema,
+});
+
+/** The planner's view of this node's cluster right now. */
+export function currentView(node: NodeContext, now = Date.now()): ClusterView {
+  return buildClusterView(node.log.state, node.telemetry.entries(), now, {
+    nodeTimeoutMs: node.config.nodeTimeout * 1000,
+  });
+}
+
+function cardFor(node: NodeContext, modelId: string | undefined): ModelCard {
+  if (!modelId) throw badRequest("model_id is required", "model_id");
+  const card = node.catalog.get(modelId);
+  if (!card) {
+    throw badRequest(
+      `unknown model ${modelId}: add it with POST /models/add or pick one from GET /models`,
+      "model_id",
+    );
+  }
+  return card;
+}
+
+/** Query lists arrive repeated (`?a=1&a=2`) or comma-separated (`?a=1,2`); accept both. */
+function list(c: Context<ApiEnv>, name: string): string[] {
+  return (c.req.queries(name) ?? []).flatMap((v) => v.split(",")).map((s) => s.trim()).filter(Boolean);
+}
+
+const PlacementQuery = z.object({
+  sharding: ShardingSchema.default("Pipeline"),
+  instance_meta: InstanceMetaSchema.default("MlxRing"),
+  min_nodes: z.coerce.number().int().positive().default(1),
+});
+
+const ids = { newId: () => crypto.randomUUID() };
+
+export const placementRoutes = new Hono<ApiEnv>();
+
+placementRoutes.get("/instance/previews", (c) => {
+  const node = c.var.node;
+  const card = cardFor(node, c.req.query("model_id"));
+  const previews = placementPreviews(currentView(node), card, {
+    excludedNodeIds: list(c, "excluded_node_ids"),
+    nodeIds: list(c, "node_ids"),
+  }, ids);
+  return c.json({ previews });
+});
+
+placementRoutes.get("/instance/placement", (c) => {
+  const node = c.var.node;
+  const card = cardFor(node, c.req.query("model_id"));
+  const q = PlacementQuery.safeParse({
+    sharding: c.req.query("sharding") || undefined,
+    instance_meta: c.req.query("instance_meta") || undefined,
+    min_nodes: c.req.query("min_nodes") || undefined,
+  });
+  if (!q.success) {
+    const { message, param } = describeZodError(q.error);
+    throw new ApiError(400, `invalid query: ${message}`, { param, type: "invalid_request_error" });
+  }
+  const r = plan(currentView(node), card, {
+    model_id: card.model_id,
+    ...q.data,
+    excluded_nodes: list(c, "excluded_nodes"),
+    required_nodes: [],
+  }, ids);
+  if (!r.ok) throw r.pending ? unavailable(r.error) : badRequest(r.error, "model_id");
+  return c.json(r.placement.instance);
+});

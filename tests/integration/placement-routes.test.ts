@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { InstanceSchema } from "../../src/cluster/instances.ts";
+import { type Daemon, startDaemon } from "../helpers/daemon.ts";
+
+const SMALL_GGUF = "unsloth/Llama-3.2-1B-Instruct-GGUF";
+
+describe("placement routes on a real node", () => {
+  let node: Daemon;
+  beforeAll(async () => {
+    node = await startDaemon();
+  }, 60_000);
+  afterAll(async () => {
+    await node?.stop();
+  });
+
+  const get = async (path: string) => {
+    const res = await fetch(`${node.url}${path}`);
+    return { status: res.status, body: await res.json() };
+  };
+
+  it("previews a small GGUF on this node with a context limit and memory delta", async () => {
+    const { status, body } = await get(`/instance/previews?model_id=${encodeURIComponent(SMALL_GGUF)}`);
+    expect(status).toBe(200);
+    const ok = body.previews.filter((p: { error: string | null }) => p.error === null);
+    expect(ok.length).toBe(1);
+    const row = ok[0];
+    expect(row.instance_meta).toBe("MlxRing");
+    expect(row.sharding).toBe("Pipeline");
+    expect(Object.keys(row.memory_delta_by_node)).toEqual([node.nodeId]);
+    expect(row.context_token_limit).toBeGreaterThan(0);
+    const inst = InstanceSchema.parse(row.instance);
+    expect(Object.keys(inst)[0]).toBe("MlxRingInstance");
+    // The pooled and tensor combinations answer with their reasons, not silence.
+    const errors = body.previews.filter((p: { error: string | null }) => p.error !== null);
+    expect(errors.length).toBeGreaterThan(0);
+    for (const e of errors) expect(e.error.length).toBeGreaterThan(10);
+  });
+
+  it("excluding the only node leaves an explained refusal", async () => {
+    const { body } = await get(
+      `/instance/previews?model_id=${encodeURIComponent(SMALL_GGUF)}&excluded_node_ids=${node.nodeId}`,
+    );
+    expect(body.previews.every((p: { error: string | null }) => p.error !== null)).toBe(true);
+    expect(body.previews[0].error).toContain("is excluded");
+  });
+
+  it("GET /instance/placement returns the tagged instance the planner picks", async () => {
+    const { status, body } = await get(
+      `/instance/placement?model_id=${
+        encodeURIComponent(SMALL_GGUF)
+      }&sharding=Pipeline&instance_meta=MlxRing&min_nodes=1`,
+    );
+    expect(status).toBe(200);
+    const inst = InstanceSchema.parse(body);
+    const ring = (inst as {
+      MlxRingInstance: {
+        shardAssignments: { nodeToRunner: Record<string, string> };
+        contextTokenLimit: number;
+      };
+    })
+      .MlxRingInstance;
+    expect(Object.keys(ring.shardAssignments.nodeToRunner)).toEqual([node.nodeId]);
+    expect(ring.contextTokenLimit).toBeGreaterThan(0);
+  });
+
+  it("an MLX card is refused with the reason, in the upstream envelope", async () => {
+    const { status, body } = await get(
+      `/instance/placement?model_id=${encodeURIComponent("mlx-community/Llama-3.2-1B-Instruct-4bit")}`,
+    );
+    expect(status).toBe(400);
+    expect(body.error.message).toMatch(/MLX runner/);
+  });
+
+  it("bad input is a 400 naming the field", async () => {
+    const unknown = await get(`/instance/placement?model_id=nobody/nothing`);
+    expect(unknown.status).toBe(400);
+    expect(unknown.body.error.param).toBe("model_id");
+    const bad = await get(`/instance/placement?model_id=${encodeURIComponent(SMALL_GGUF)}&min_nodes=zero`);
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.param).toBe("min_nodes");
+    const missing = await get(`/instance/previews`);
+    expect(missing.status).toBe(400);
+  });
+});
