@@ -30,6 +30,8 @@ export const PlaceInstanceParamsSchema = z.object({
   min_nodes: z.number().int().positive().default(1),
   excluded_nodes: z.array(z.string()).default([]),
   required_nodes: z.array(z.string()).default([]),
+  /** Not upstream: the most nodes the placement may use (recovery's "one node" retry sets 1). */
+  max_nodes: z.number().int().positive().optional(),
 });
 export type PlacementRequest = z.infer<typeof PlaceInstanceParamsSchema>;
 
@@ -215,6 +217,15 @@ export function plan(
     }
   }
 
+  if (request.max_nodes !== undefined && request.max_nodes < Math.max(2, minNodes)) {
+    const alone = `the largest node (${
+      [...candidates].sort((a, b) => b.avail - a.avail || byId(a.node, b.node))[0].node.name
+    }) has ` +
+      gb(Math.max(...candidates.map((c) =>
+        c.avail
+      )));
+    return fail(`${id} needs ${gb(single)} on one node; ${alone}${why()}`);
+  }
   // A pool: one driver holding the file plus ggml-rpc-server donors.
   const largest = [...candidates].sort((a, b) => b.avail - a.avail || byId(a.node, b.node))[0];
   const headline = `${id} needs ${gb(single)} (${gb(storage)} of weights, KV for ${tokens} tokens)`;
@@ -265,6 +276,11 @@ export function plan(
     return refuse(`the best pool of ${all.length} has ${gb(total)} and needs ${gb(poolNeed)}`);
   }
   const members = [driver, ...forced, ...extra];
+  if (request.max_nodes !== undefined && members.length > request.max_nodes) {
+    return refuse(
+      `the smallest pool that fits has ${members.length} nodes, more than the ${request.max_nodes} allowed`,
+    );
+  }
   return { ok: true, placement: pooled(view, card, storage, members, bestAlone, deps) };
 }
 

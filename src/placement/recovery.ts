@@ -93,9 +93,18 @@ export function recoverFromRefusal(
   }
   const base = lineage.original;
   const attempts: { request: PlacementRequest; label: string }[] = [
-    { request: { ...base, min_nodes: 1, excluded_nodes: excluded, required_nodes: [] }, label: "one node" },
     {
-      request: { ...base, min_nodes: width + 1, excluded_nodes: excluded, required_nodes: [] },
+      request: { ...base, min_nodes: 1, max_nodes: 1, excluded_nodes: excluded, required_nodes: [] },
+      label: "one node",
+    },
+    {
+      request: {
+        ...base,
+        min_nodes: width + 1,
+        max_nodes: width + 1,
+        excluded_nodes: excluded,
+        required_nodes: [],
+      },
       label: `${width + 1} nodes`,
     },
   ];
