@@ -7,6 +7,14 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { InstanceSchema } from "../../cluster/instances.ts";
 import type { ModelCard } from "../../models/card.ts";
+import {
+  applyResolvedFacts,
+  type HubDeps,
+  hubEndpoint,
+  loadResolvedFacts,
+  recordResolvedFacts,
+  resolveFromHub,
+} from "../../models/facts.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { InstanceMetaSchema, plan, ShardingSchema } from "../../placement/planner.ts";
 import { placementPreviews, PlacementPreviewSchema } from "../../placement/previews.ts";
@@ -49,7 +57,15 @@ export function currentView(node: NodeContext, now = Date.now()): ClusterView {
   });
 }
 
-function cardFor(node: NodeContext, modelId: string | undefined): ModelCard {
+/**
+ * The card placement plans with: the catalogue's card with its recorded facts applied; a size the card
+ * leaves open is resolved from the hub (`HF_ENDPOINT`) on first contact and recorded for next time.
+ */
+export async function placementCard(
+  node: NodeContext,
+  modelId: string | undefined,
+  hub: Partial<HubDeps> = {},
+): Promise<ModelCard> {
   if (!modelId) throw badRequest("model_id is required", "model_id");
   const card = node.catalog.get(modelId);
   if (!card) {
@@ -58,7 +74,22 @@ function cardFor(node: NodeContext, modelId: string | undefined): ModelCard {
       "model_id",
     );
   }
-  return card;
+  let facts = await loadResolvedFacts(node.store.db, modelId);
+  if (!card.storage_size && !facts && card.gguf_file) {
+    const deps: HubDeps = { endpoint: hubEndpoint(), fetch, timeoutMs: 10_000, ...hub };
+    try {
+      facts = await resolveFromHub(card, deps);
+    } catch (e) {
+      throw badRequest(
+        `the size of ${modelId} is not known yet and could not be resolved from ${deps.endpoint}: ${
+          (e as Error).message
+        }`,
+        "model_id",
+      );
+    }
+    await recordResolvedFacts(node.store.db, modelId, facts, deps.endpoint);
+  }
+  return applyResolvedFacts(card, facts);
 }
 
 /** Query lists arrive repeated (`?a=1&a=2`) or comma-separated (`?a=1,2`); accept both. */
@@ -76,9 +107,9 @@ const ids = { newId: () => crypto.randomUUID() };
 
 export const placementRoutes = new Hono<ApiEnv>();
 
-placementRoutes.get("/instance/previews", (c) => {
+placementRoutes.get("/instance/previews", async (c) => {
   const node = c.var.node;
-  const card = cardFor(node, c.req.query("model_id"));
+  const card = await placementCard(node, c.req.query("model_id"));
   const previews = placementPreviews(currentView(node), card, {
     excludedNodeIds: list(c, "excluded_node_ids"),
     nodeIds: list(c, "node_ids"),
@@ -86,9 +117,9 @@ placementRoutes.get("/instance/previews", (c) => {
   return c.json({ previews });
 });
 
-placementRoutes.get("/instance/placement", (c) => {
+placementRoutes.get("/instance/placement", async (c) => {
   const node = c.var.node;
-  const card = cardFor(node, c.req.query("model_id"));
+  const card = await placementCard(node, c.req.query("model_id"));
   const q = PlacementQuery.safeParse({
     sharding: c.req.query("sharding") || undefined,
     instance_meta: c.req.query("instance_meta") || undefined,
