@@ -3,6 +3,7 @@
  * expected failure (bad config, busy data dir, refused SQL, unreachable node) into one clear line.
  */
 import { Command, CommanderError } from "commander";
+import { registerCards } from "./cli/cards.ts";
 import { CliError } from "./cli/common.ts";
 import { registerDev } from "./cli/dev.ts";
 import { registerEngine } from "./cli/engine.ts";
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerEngine(program);
   registerDev(program);
   registerNode(program);
+  registerCards(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")
