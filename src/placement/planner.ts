@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import type { Instance, ShardMetadata } from "../cluster/instances.ts";
-import { cardToWire, type ModelCard } from "../models/card.ts";
+import { cardToWire, type ModelCard, type ModelCardWire } from "../models/card.ts";
 import { computesOf, preferenceScore, resolveNodeBackend, servability } from "./capabilities.ts";
 import {
   admissionTokens,
@@ -38,6 +38,9 @@ export type PlacementRequest = z.infer<typeof PlaceInstanceParamsSchema>;
 export function placementRequest(modelId: string, over: Partial<PlacementRequest> = {}): PlacementRequest {
   return PlaceInstanceParamsSchema.parse({ model_id: modelId, ...over });
 }
+
+/** llama.cpp's RPC backend accepts at most this many servers (GGML_RPC_MAX_SERVERS in ggml-rpc.h). */
+export const MAX_RPC_DONORS = 16;
 
 /** The listener band (upstream #457): below every OS's ephemeral range. */
 export const PLACEMENT_PORT_RANGE = [24000, 31999] as const;
@@ -103,20 +106,28 @@ function bestSingle(fits: Candidate[], preference: string[]): Candidate {
 }
 
 /** Fewest donors (by what they lend) that close the gap, drawn from the fastest link tier that suffices. */
-function chooseDonors(pool: Candidate[], gap: number, atLeast: number): Candidate[] | null {
+function chooseDonors(pool: Candidate[], gap: number, atLeast: number, atMost: number): Candidate[] | null {
   const byLend = [...pool].sort((a, b) => lend(b) - lend(a) || byId(a.node, b.node));
   let k = 0;
   let sum = 0;
-  while ((sum < gap || k < atLeast) && k < byLend.length) sum += lend(byLend[k++]);
+  while ((sum < gap || k < atLeast) && k < byLend.length && k < atMost) sum += lend(byLend[k++]);
   if (sum < gap || k < atLeast) return null;
   if (k === 0) return [];
-  for (let tier = 0; tier <= 99; tier++) {
+  for (const tier of [...new Set(byLend.map((c) => linkRank(c.node)))].sort((a, b) => a - b)) {
     const within = byLend.filter((c) => linkRank(c.node) <= tier);
     if (within.length < k) continue;
     const chosen = within.slice(0, k);
     if (chosen.reduce((s, c) => s + lend(c), 0) >= gap) return chosen;
   }
   return byLend.slice(0, k);
+}
+
+/** Wire cards are immutable once built; previews mint thousands of shards of one card. */
+const wireCache = new WeakMap<ModelCard, ModelCardWire>();
+function wireCard(card: ModelCard): ModelCardWire {
+  let w = wireCache.get(card);
+  if (!w) wireCache.set(card, w = cardToWire(card));
+  return w;
 }
 
 function shard(
@@ -126,7 +137,7 @@ function shard(
 ): ShardMetadata {
   return {
     [kind]: {
-      modelCard: cardToWire(card),
+      modelCard: wireCard(card),
       immediateException: false,
       shouldTimeout: null,
       nLayers: card.n_layers,
@@ -265,9 +276,23 @@ export function plan(
   const need = proportionalNeed(card, storage, tokens);
   const gap = need - lend(driver) - forced.reduce((s, c) => s + lend(c), 0);
   const rest = peers.filter((c) => !forced.includes(c));
-  const extra = chooseDonors(rest, gap, Math.max(0, minNodes - 1 - forced.length));
+  if (minNodes - 1 > MAX_RPC_DONORS || forced.length > MAX_RPC_DONORS) {
+    return fail(
+      `a llama.cpp pool takes at most ${MAX_RPC_DONORS} donors (GGML_RPC_MAX_SERVERS), so at most ${
+        MAX_RPC_DONORS + 1
+      } nodes`,
+    );
+  }
+  const extra = chooseDonors(
+    rest,
+    gap,
+    Math.max(0, minNodes - 1 - forced.length),
+    MAX_RPC_DONORS - forced.length,
+  );
   if (extra === null) {
-    const all = [driver, ...peers];
+    const biggest = [...forced, ...[...rest].sort((a, b) => lend(b) - lend(a) || byId(a.node, b.node))]
+      .slice(0, MAX_RPC_DONORS);
+    const all = [driver, ...biggest];
     const total = all.reduce((s, c) => s + c.avail, 0);
     const poolNeed = need + all.length * MEMORY_OVERHEAD_FLOOR;
     if (all.length < minNodes) {

@@ -5,7 +5,7 @@
 import { z } from "zod";
 import type { Instance } from "../cluster/instances.ts";
 import type { ModelCard } from "../models/card.ts";
-import { plan, type PlanDeps, type Sharding } from "./planner.ts";
+import { MAX_RPC_DONORS, plan, type PlanDeps, type Sharding } from "./planner.ts";
 import type { ClusterView } from "./view.ts";
 
 /** Upstream's PlacementPreview (snake_case) plus our additions after `error`. */
@@ -51,8 +51,12 @@ export function placementPreviews(
   const eligible = view.nodes.filter((n) => !q.excludedNodeIds.includes(n.nodeId)).length;
   for (const { sharding, meta } of COMBINATIONS) {
     let lastSize = 0;
-    for (let n = 1; n <= Math.max(1, eligible); n++) {
+    for (let n = 1; n <= Math.max(1, Math.min(eligible, MAX_RPC_DONORS + 1)); n++) {
       if (n <= lastSize) continue; // the planner already answered with a larger pool for this count
+      // A pool of exactly n already previewed: planning again for at least n gives the same pool.
+      if (n > 1 && sharding === "Pipeline" && meta !== "MlxJaccl" && seen.has(`Pipeline/LlamaRpc/${n}`)) {
+        continue;
+      }
       const r = plan(view, card, {
         model_id: card.model_id,
         sharding,

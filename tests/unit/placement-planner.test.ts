@@ -201,6 +201,19 @@ const cases: Case[] = [
     expect: { kind: "MlxRingInstance", nodes: ["strix"] },
   },
   {
+    name: "a pool never exceeds llama.cpp's 16 RPC servers",
+    nodes: Array.from({ length: 24 }, (_, i) => cpu(`n${String(i).padStart(2, "0")}`, 8)),
+    model: DEEPSEEK_CPU_POOLABLE,
+    expect: { error: /the best pool of 17 has/ },
+  },
+  {
+    name: "asking for more than 17 nodes is refused with the RPC limit",
+    nodes: Array.from({ length: 24 }, (_, i) => cpu(`n${String(i).padStart(2, "0")}`, 16)),
+    model: "unsloth/Qwen3.5-0.8B-GGUF",
+    request: { min_nodes: 18 },
+    expect: { error: /at most 16 donors \(GGML_RPC_MAX_SERVERS\)/ },
+  },
+  {
     name: "sixteen 16 GB CPU nodes pool a 97 GB model",
     nodes: Array.from({ length: 16 }, (_, i) => cpu(`n${String(i).padStart(2, "0")}`, 16)),
     model: DEEPSEEK_CPU_POOLABLE,
