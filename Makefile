@@ -50,6 +50,7 @@ binary: embed
 
 bench:
 	@$(DENO) run $(DENO_FLAGS) bench/startup.ts
+	@$(DENO) run $(DENO_FLAGS) bench/placement.ts
 
 clean:
 	rm -rf dist .data bench/out
