@@ -8,7 +8,7 @@ import { servability } from "../src/placement/capabilities.ts";
 import { placementPreviews } from "../src/placement/previews.ts";
 import { buildClusterView } from "../src/placement/view.ts";
 import { emptyState } from "../src/cluster/state.ts";
-import { counterIds, entries, GB, type NodeSpec, NOW, rng } from "../tests/helpers/cluster.ts";
+import { counterIds, entries, GB, type NodeSpec, NOW, rng } from "../tests/helpers/synthetic-cluster.ts";
 
 function cluster(n: number, seed = 7): NodeSpec[] {
   const r = rng(seed);

@@ -3,7 +3,7 @@ import { type Instance, instanceBody } from "../../src/cluster/instances.ts";
 import { Catalog } from "../../src/models/catalog.ts";
 import { placementRequest, plan } from "../../src/placement/planner.ts";
 import { lineageFor, MAX_RECOVERY_HOPS, recoverFromRefusal } from "../../src/placement/recovery.ts";
-import { clusterView, counterIds, GB, type NodeSpec } from "../helpers/cluster.ts";
+import { clusterView, counterIds, GB, type NodeSpec } from "../helpers/synthetic-cluster.ts";
 
 const catalog = Catalog.bundled();
 const SMALL = catalog.get("unsloth/Qwen3.5-0.8B-GGUF")!;

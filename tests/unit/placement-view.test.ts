@@ -13,7 +13,7 @@ import {
 import { placementRequest, plan } from "../../src/placement/planner.ts";
 import { placementPreviews } from "../../src/placement/previews.ts";
 import { buildClusterView } from "../../src/placement/view.ts";
-import { clusterView, counterIds, entries, GB, type NodeSpec, NOW } from "../helpers/cluster.ts";
+import { clusterView, counterIds, entries, GB, type NodeSpec, NOW } from "../helpers/synthetic-cluster.ts";
 
 const catalog = Catalog.bundled();
 const LLAMA_70B = catalog.get("bartowski/Llama-3.3-70B-Instruct-GGUF")!;
