@@ -72,7 +72,7 @@ export function registerModelsAdd(models: Command): void {
       else {
         console.log(
           `added ${card.model_id} (${
-            formatBytes(card.storage_size.in_bytes)
+            formatBytes(card.storage_size?.in_bytes ?? 0)
           }, ${card.family}, ${card.n_layers} layers, ` +
             `${
               card.quantization || "unknown type"
