@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { InstanceSchema } from "../../src/cluster/instances.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
+import { tinyModel } from "../helpers/models.ts";
 
 const SMALL_GGUF = "unsloth/Llama-3.2-1B-Instruct-GGUF";
 
@@ -80,5 +81,44 @@ describe("placement routes on a real node", () => {
     expect(bad.body.error.param).toBe("min_nodes");
     const missing = await get(`/instance/previews`);
     expect(missing.status).toBe(400);
+  });
+
+  it("POST /place_instance places a local GGUF with a context limit, and refuses an impossible pool with the reason", async () => {
+    const path = await tinyModel();
+    const add = await fetch(`${node.url}/models/add`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model_id: "local/tiny-placement", gguf_path: path }),
+    });
+    expect(add.status, await add.clone().text()).toBe(200);
+    const post = (body: unknown) =>
+      fetch(`${node.url}/place_instance`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const res = await post({ model_id: "local/tiny-placement" });
+    const placed = await res.json();
+    expect(res.status, JSON.stringify(placed)).toBe(200);
+    const { status, body } = await get(`/instance/${placed.instance_id}`);
+    expect(status).toBe(200);
+    const ring = InstanceSchema.parse(body) as {
+      MlxRingInstance: {
+        contextTokenLimit: number;
+        shardAssignments: { nodeToRunner: Record<string, string> };
+      };
+    };
+    expect(Object.keys(ring.MlxRingInstance.shardAssignments.nodeToRunner)).toEqual([node.nodeId]);
+    expect(ring.MlxRingInstance.contextTokenLimit).toBeGreaterThan(0);
+
+    const pool = await post({ model_id: "local/tiny-placement", min_nodes: 2 });
+    expect(pool.status).toBe(400);
+    expect((await pool.json()).error.message).toMatch(/cannot be pooled: its card allows no llama_server backend/);
+    const bad = await post({ model_id: "local/tiny-placement", sharding: "Diagonal" });
+    expect(bad.status).toBe(400);
+
+    const del = await fetch(`${node.url}/instance/${placed.instance_id}`, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    await del.body?.cancel();
   });
 });

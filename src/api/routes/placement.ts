@@ -16,12 +16,19 @@ import {
   resolveFromHub,
 } from "../../models/facts.ts";
 import type { NodeContext } from "../../node/context.ts";
-import { InstanceMetaSchema, plan, ShardingSchema } from "../../placement/planner.ts";
+import {
+  InstanceMetaSchema,
+  placeInstance,
+  PlaceInstanceParamsSchema,
+  plan,
+  ShardingSchema,
+} from "../../placement/planner.ts";
 import { placementPreviews, PlacementPreviewSchema } from "../../placement/previews.ts";
 import { buildClusterView, type ClusterView } from "../../placement/view.ts";
 import type { ApiEnv } from "../env.ts";
-import { ApiError, badRequest, describeZodError, unavailable } from "../errors.ts";
+import { ApiError, badRequest, describeZodError, readJson, unavailable } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { createInstance } from "./instances.ts";
 
 describe({
   method: "get",
@@ -49,6 +56,25 @@ describe({
   },
   response: InstanceSchema,
 });
+
+/** Upstream's `PlaceInstanceParams`: what a client sends to `POST /place_instance`. */
+const PlaceBody = PlaceInstanceParamsSchema.pick({
+  model_id: true,
+  sharding: true,
+  instance_meta: true,
+  min_nodes: true,
+  excluded_nodes: true,
+});
+describe({
+  method: "post",
+  path: "/place_instance",
+  summary: "Place a model where the planner decides (400 with the reason when it cannot be placed)",
+  tag: "instances",
+  body: PlaceBody,
+});
+
+/** Upstream waits this long for telemetry still gossiping before answering 503. */
+export const PLACEMENT_INFO_WAIT_MS = 15_000;
 
 /** The planner's view of this node's cluster right now. */
 export function currentView(node: NodeContext, now = Date.now()): ClusterView {
@@ -137,4 +163,18 @@ placementRoutes.get("/instance/placement", async (c) => {
   }, ids);
   if (!r.ok) throw r.pending ? unavailable(r.error) : badRequest(r.error, "model_id");
   return c.json(r.placement.instance);
+});
+
+placementRoutes.post("/place_instance", async (c) => {
+  const node = c.var.node;
+  const body = await readJson(c, PlaceBody);
+  const card = await placementCard(node, body.model_id);
+  const deadline = Date.now() + PLACEMENT_INFO_WAIT_MS;
+  for (;;) {
+    const r = placeInstance(currentView(node), card, { ...body, required_nodes: [] });
+    if ("instance" in r) return c.json(await createInstance(node, r.instance));
+    if (!r.pending) throw badRequest(r.error, "model_id");
+    if (Date.now() >= deadline) throw unavailable(`${r.error} (waited ${PLACEMENT_INFO_WAIT_MS / 1000}s)`);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 });
