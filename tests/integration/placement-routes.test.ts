@@ -113,7 +113,9 @@ describe("placement routes on a real node", () => {
 
     const pool = await post({ model_id: "local/tiny-placement", min_nodes: 2 });
     expect(pool.status).toBe(400);
-    expect((await pool.json()).error.message).toMatch(/cannot be pooled: its card allows no llama_server backend/);
+    expect((await pool.json()).error.message).toMatch(
+      /cannot be pooled: its card allows no llama_server backend/,
+    );
     const bad = await post({ model_id: "local/tiny-placement", sharding: "Diagonal" });
     expect(bad.status).toBe(400);
 
