@@ -19,7 +19,7 @@ export function registerRun(program: Command): void {
     .option("--no-worker", "coordinate only: run no models on this node")
     .option("--force-master", "always win the master election (for operators; env SKULK_FORCE_MASTER)")
     .option("--no-mdns", "do not discover or announce peers by mDNS (env SKULK_MDNS=0)")
-    .option("--default-model <id>", "place this model at start when nothing is placed (env SKULK_DEFAULT_MODEL)")
+    .option("--default-model <id-or-path>", "place this model (an id, or a local .gguf file) at start unless placed (env SKULK_DEFAULT_MODEL)")
     .option("--log-level <level>", "trace, debug, info, warning or error (env SKULK_LOG_LEVEL)")
     .option("--log-format <fmt>", "auto, json or pretty (env SKULK_LOG_FORMAT)")
     .option("--config <file>", "skulk.yaml to read (env SKULK_CONFIG, default ./skulk.yaml)")

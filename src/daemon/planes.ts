@@ -4,10 +4,12 @@ import { TelemetryHistoryPlane } from "../telemetry/history-plane.ts";
 import { Worker } from "../worker/worker.ts";
 import type { Plane } from "./node.ts";
 import { clusterPlane } from "../cluster/plane.ts";
+import { DefaultModel } from "./default-model.ts";
 
 export function daemonPlanes(config: Config): Plane[] {
   // The cluster plane starts first: it owns ctx.submit, which the others use.
   const planes: Plane[] = [clusterPlane(config), new TelemetryHistoryPlane()];
   if (config.worker) planes.push(new Worker());
+  if (config.defaultModel) planes.push(new DefaultModel(config.defaultModel));
   return planes;
 }
