@@ -30,9 +30,9 @@ try {
   }).output();
   const enginePort = JSON.parse(new TextDecoder().decode(sql.stdout))[0].port;
 
-  async function run(url: string, model: string | undefined, i: number): Promise<{ ttft: number; tps: number }> {
+  const run = async (url: string, modelId: string | undefined, i: number): Promise<{ ttft: number; tps: number }> => {
     const body = {
-      ...(model ? { model } : {}),
+      ...(modelId ? { model: modelId } : {}),
       messages: [{ role: "user", content: `Write about the sea, variation ${i}` }],
       max_tokens: TOKENS,
       stream: true,
@@ -66,7 +66,7 @@ try {
       }
     }
     return { ttft: first - t0, tps: tokens > 1 ? (tokens - 1) / ((last - first) / 1000) : NaN };
-  }
+  };
 
   const direct: { ttft: number; tps: number }[] = [];
   const proxied: { ttft: number; tps: number }[] = [];

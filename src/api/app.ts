@@ -51,7 +51,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
 
   const key = node.config.apiKey;
   if (key) {
-    app.use("*", async (c, next) => {
+    app.use("*", (c, next) => {
       if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
       if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
       const auth = c.req.header("authorization") ?? "";

@@ -42,8 +42,6 @@ export class Worker implements Plane {
   readonly #runners = new Map<string, LocalRunner>();
   readonly #ports = new PortAllocator();
   #ctx!: NodeContext;
-  #reconciling: Promise<void> | null = null;
-  #again = false;
   #stopped = false;
 
   runner(runnerId: string): LocalRunner | undefined {
@@ -58,34 +56,20 @@ export class Worker implements Plane {
     this.#ctx = ctx;
     const reaped = await reapOrphans(ctx.store.db);
     if (reaped > 0) log.warn("reaped {n} engine(s) left by a crashed daemon", { n: reaped });
-    ctx.log.onApplied(() => {
-      void this.reconcile();
-    });
-    await this.reconcile();
+    ctx.log.onApplied(() => this.reconcile());
+    this.reconcile();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    await this.#reconciling;
     await Promise.all(this.runners().map((r) => this.#stopRunner(r, "node shutting down", false)));
   }
 
-  /** Runs the plan; calls that arrive while one runs are folded into one more pass. */
-  reconcile(): Promise<void> {
-    if (this.#reconciling) {
-      this.#again = true;
-      return this.#reconciling;
-    }
-    this.#reconciling = (async () => {
-      do {
-        this.#again = false;
-        if (this.#stopped) return;
-        const local = this.runners().map((r) => ({ runnerId: r.runnerId, instanceId: r.instanceId, phase: r.phase }));
-        const actions = planWorker(this.#ctx.log.state, this.#ctx.nodeId, local);
-        for (const a of actions) this.#execute(a);
-      } while (this.#again);
-    })().finally(() => (this.#reconciling = null));
-    return this.#reconciling;
+  /** Runs the plan against the current state. Synchronous: actions start work and return at once. */
+  reconcile(): void {
+    if (this.#stopped) return;
+    const local = this.runners().map((r) => ({ runnerId: r.runnerId, instanceId: r.instanceId, phase: r.phase }));
+    for (const a of planWorker(this.#ctx.log.state, this.#ctx.nodeId, local)) this.#execute(a);
   }
 
   #execute(a: WorkerAction): void {

@@ -5,8 +5,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 
-const sha256 = async (path: string) =>
-  [...new Uint8Array(await crypto.subtle.digest("SHA-256", await Deno.readFile(path)))].map((b) => b.toString(16).padStart(2, "0")).join("");
 
 describe("a one-node daemon", () => {
   let node: Daemon;
