@@ -14,6 +14,7 @@ import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
 import { dashboardRoutes, isDashboardFile } from "./routes/dashboard.ts";
 import { instanceRoutes } from "./routes/instances.ts";
+import { downloadRoutes } from "./routes/downloads.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
 import { nodeRoutes } from "./routes/node.ts";
@@ -74,6 +75,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", configRoutes);
   app.route("/", clusterRoutes);
   app.route("/", dashboardRoutes);
+  app.route("/", downloadRoutes);
   extras.mount?.(app);
 
   app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));

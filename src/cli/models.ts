@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { Catalog, isImageCard } from "../models/catalog.ts";
 import { formatBytes } from "./common.ts";
 import { registerModelsAdd } from "./models-add.ts";
+import { registerPull } from "./pull.ts";
 
 export function registerModels(program: Command): Command {
   const models = program.command("models")
@@ -28,5 +29,6 @@ export function registerModels(program: Command): Command {
       console.log(`(${cards.length} cards)`);
     });
   registerModelsAdd(models);
+  registerPull(models);
   return models;
 }

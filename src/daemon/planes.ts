@@ -1,5 +1,6 @@
 /** Which planes a daemon runs, from its config. Each capability (worker, cluster, ...) adds its plane here. */
 import type { Config } from "../config/schema.ts";
+import { downloadPlane } from "../downloads/plane.ts";
 import { TelemetryHistoryPlane } from "../telemetry/history-plane.ts";
 import { Worker } from "../worker/worker.ts";
 import type { Plane } from "./node.ts";
@@ -7,8 +8,9 @@ import { clusterPlane } from "../cluster/plane.ts";
 import { DefaultModel } from "./default-model.ts";
 
 export function daemonPlanes(config: Config): Plane[] {
-  // The cluster plane starts first: it owns ctx.submit, which the others use.
-  const planes: Plane[] = [clusterPlane(config), new TelemetryHistoryPlane()];
+  // The cluster plane starts first: it owns ctx.submit, which the others use. Downloads start before the
+  // worker (it calls ensure) and stop after it.
+  const planes: Plane[] = [clusterPlane(config), new TelemetryHistoryPlane(), downloadPlane(config)];
   if (config.worker) planes.push(new Worker());
   if (config.defaultModel) planes.push(new DefaultModel(config.defaultModel));
   return planes;

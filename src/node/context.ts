@@ -7,6 +7,7 @@ import type { EventLog } from "../cluster/log.ts";
 import type { ClusterHandle } from "../cluster/plane.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
+import type { DownloadManager } from "../downloads/manager.ts";
 import type { Catalog } from "../models/catalog.ts";
 import type { Store } from "../store/db.ts";
 import type { LocalRunner } from "../worker/worker.ts";
@@ -32,6 +33,8 @@ export interface NodeContext {
   worker?: { runner(runnerId: string): LocalRunner | undefined; runners(): LocalRunner[] };
   /** Set by the cluster plane while it runs: what the peer routes call. */
   cluster?: ClusterHandle;
+  /** Set by the downloads plane: fetches model files onto this node (the worker calls `ensure` for driver shards). */
+  downloads?: DownloadManager;
   /** Set by the daemon: begins a clean restart of this node's process. */
   restart?: () => boolean;
 }

@@ -1,0 +1,98 @@
+/**
+ * What a node holds on disk for each model: `<modelsDir>/<org>--<name>/` with the files, and `.skulk/manifest.json`
+ * (model id, shard, the hub's file list, which files were verified at which size and mtime), so a restarted
+ * daemon re-advertises progress from disk and a file changed since it was verified is checked again.
+ */
+import { join } from "node:path";
+import { z } from "zod";
+import { ShardMetadataSchema } from "../cluster/instances.ts";
+import { normalizeModelId } from "../models/card.ts";
+import { partialPath } from "./fetch.ts";
+
+export const ManifestFileSchema = z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() });
+const VerifiedSchema = z.object({ size: z.number().int(), mtimeMs: z.number() });
+
+export const ManifestSchema = z.object({
+  modelId: z.string(),
+  shardMetadata: ShardMetadataSchema,
+  files: z.array(ManifestFileSchema),
+  verified: z.record(z.string(), VerifiedSchema).default({}),
+  completedAt: z.string().nullable().default(null),
+});
+export type Manifest = z.infer<typeof ManifestSchema>;
+export type ManifestFile = z.infer<typeof ManifestFileSchema>;
+
+export function modelDir(modelsDir: string, modelId: string): string {
+  return join(modelsDir, normalizeModelId(modelId));
+}
+
+const manifestPath = (dir: string) => join(dir, ".skulk", "manifest.json");
+
+export async function readManifest(dir: string): Promise<Manifest | null> {
+  try {
+    return ManifestSchema.parse(JSON.parse(await Deno.readTextFile(manifestPath(dir))));
+  } catch {
+    return null;
+  }
+}
+
+export async function writeManifest(dir: string, m: Manifest): Promise<void> {
+  await Deno.mkdir(join(dir, ".skulk"), { recursive: true });
+  const tmp = `${manifestPath(dir)}.tmp`;
+  await Deno.writeTextFile(tmp, JSON.stringify(m, null, 2));
+  await Deno.rename(tmp, manifestPath(dir));
+}
+
+export interface FileOnDisk {
+  /** Size of the complete file, or null when it is not there. */
+  complete: number | null;
+  mtimeMs: number | null;
+  /** Size of `<file>.partial`, or 0. */
+  partial: number;
+}
+
+export async function fileOnDisk(dir: string, path: string): Promise<FileOnDisk> {
+  const full = join(dir, path);
+  let complete: number | null = null;
+  let mtimeMs: number | null = null;
+  try {
+    const s = await Deno.stat(full);
+    complete = s.size;
+    mtimeMs = s.mtime?.getTime() ?? null;
+  } catch { /* not there */ }
+  let partial = 0;
+  try {
+    partial = (await Deno.stat(partialPath(full))).size;
+  } catch { /* not there */ }
+  return { complete, mtimeMs, partial };
+}
+
+/** Pure: what a file on disk is worth against the hub's entry. */
+export function fileStatus(f: ManifestFile, disk: FileOnDisk, verified: z.infer<typeof VerifiedSchema> | undefined):
+  | { state: "verified"; bytes: number }
+  | { state: "unverified"; bytes: number }
+  | { state: "partial"; bytes: number }
+  | { state: "absent"; bytes: 0 } {
+  if (disk.complete !== null && disk.complete === f.size) {
+    const trusted = f.sha256 === null || (verified !== undefined && verified.size === disk.complete && verified.mtimeMs === disk.mtimeMs);
+    return trusted ? { state: "verified", bytes: f.size } : { state: "unverified", bytes: f.size };
+  }
+  if (disk.partial > 0 && disk.partial <= f.size) return { state: "partial", bytes: disk.partial };
+  return { state: "absent", bytes: 0 };
+}
+
+/** Model directories under modelsDir that carry a manifest. */
+export async function scanModels(modelsDir: string): Promise<{ dir: string; manifest: Manifest }[]> {
+  const out: { dir: string; manifest: Manifest }[] = [];
+  try {
+    for await (const e of Deno.readDir(modelsDir)) {
+      if (!e.isDirectory) continue;
+      const dir = join(modelsDir, e.name);
+      const manifest = await readManifest(dir);
+      if (manifest) out.push({ dir, manifest });
+    }
+  } catch (e) {
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
+  return out.sort((a, b) => a.dir.localeCompare(b.dir));
+}

@@ -1,0 +1,209 @@
+/**
+ * A real HTTP server on loopback in the hub's URL layout (`/{repo}/resolve/main/{file}` with Range, ETag and
+ * X-Linked-* headers; `/api/models/{repo}[/tree/main]`) serving fixture files from disk, with injected faults.
+ * Run as a program (`deno run -A tests/helpers/fake-hub.ts <repo>=<dir> ...`) it prints its URL and serves.
+ */
+import { createHash } from "node:crypto";
+import { join, relative } from "node:path";
+
+export type Fault =
+  | { kind: "status"; status: number }
+  /** Sends this many bytes of the body, then drops the connection. */
+  | { kind: "truncate"; afterBytes: number }
+  /** Sends the body at about this many bytes per second. */
+  | { kind: "slow"; bytesPerSecond: number }
+  /** Flips a byte in the body (the hash check must catch it). */
+  | { kind: "corrupt" }
+  /** Ignores the Range header and sends the whole file with 200. */
+  | { kind: "ignoreRange" };
+
+export interface HubRequest {
+  method: string;
+  path: string;
+  range: string | null;
+  authorization: string | null;
+  status: number;
+}
+
+interface Served {
+  size: number;
+  sha256: string;
+  file: string;
+}
+
+export interface FakeHub {
+  url: string;
+  requests: HubRequest[];
+  /** Queues faults for the next requests of one file (`repo/path`), used in order, one per request. */
+  fault(repoPath: string, ...faults: Fault[]): void;
+  /** A fault applied to every body of this file until cleared (e.g. a steady slow link). */
+  always(repoPath: string, fault: Fault | null): void;
+  /** Re-reads fixture files (after a test rewrote one). */
+  refresh(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface FakeHubOptions {
+  /** repo id -> directory whose files form the repo. */
+  repos: Record<string, string>;
+  /** When set, every request must carry `Authorization: Bearer <token>`. */
+  token?: string;
+  /** Listing without sha256 (non-LFS entries), to test size-only verification. */
+  noHashes?: boolean;
+  port?: number;
+}
+
+async function sha256Of(path: string): Promise<string> {
+  const hash = createHash("sha256");
+  using f = await Deno.open(path);
+  const buf = new Uint8Array(1 << 20);
+  for (let n = await f.read(buf); n !== null; n = await f.read(buf)) hash.update(buf.subarray(0, n));
+  return hash.digest("hex");
+}
+
+async function walk(dir: string, root = dir, out: string[] = []): Promise<string[]> {
+  for await (const e of Deno.readDir(dir)) {
+    const p = join(dir, e.name);
+    if (e.isDirectory) await walk(p, root, out);
+    else if (e.isFile) out.push(relative(root, p));
+  }
+  return out.sort();
+}
+
+function bodyStream(file: string, start: number, end: number, fault: Fault | null): ReadableStream<Uint8Array> {
+  let f: Deno.FsFile | null = null;
+  let pos = start;
+  let sent = 0;
+  const chunk = fault?.kind === "slow" ? Math.max(1, Math.min(64 * 1024, Math.floor(fault.bytesPerSecond / 10))) : 1 << 20;
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      f ??= await Deno.open(file);
+      if (pos === start) await f.seek(start, Deno.SeekMode.Start);
+      if (pos > end) {
+        f.close();
+        ctrl.close();
+        return;
+      }
+      if (fault?.kind === "truncate" && sent >= fault.afterBytes) {
+        f.close();
+        ctrl.error(new Error("injected truncation"));
+        return;
+      }
+      let want = Math.min(chunk, end - pos + 1);
+      if (fault?.kind === "truncate") want = Math.min(want, fault.afterBytes - sent);
+      const buf = new Uint8Array(want);
+      let got = 0;
+      while (got < want) {
+        const n = await f.read(buf.subarray(got));
+        if (n === null) break;
+        got += n;
+      }
+      if (fault?.kind === "corrupt" && pos === start && got > 0) buf[0] ^= 0xff;
+      if (fault?.kind === "slow") await new Promise((r) => setTimeout(r, (got / fault.bytesPerSecond) * 1000));
+      pos += got;
+      sent += got;
+      ctrl.enqueue(buf.subarray(0, got));
+    },
+    cancel() {
+      f?.close();
+    },
+  }, { highWaterMark: 0 });
+}
+
+export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
+  const files = new Map<string, Served>();
+  const refresh = async () => {
+    files.clear();
+    for (const [repo, dir] of Object.entries(opts.repos)) {
+      for (const rel of await walk(dir)) {
+        const file = join(dir, rel);
+        files.set(`${repo}/${rel}`, { size: (await Deno.stat(file)).size, sha256: await sha256Of(file), file });
+      }
+    }
+  };
+  await refresh();
+  const queued = new Map<string, Fault[]>();
+  const steady = new Map<string, Fault>();
+  const requests: HubRequest[] = [];
+
+  const handle = (req: Request): Response => {
+    const url = new URL(req.url);
+    const path = decodeURIComponent(url.pathname);
+    if (opts.token && req.headers.get("authorization") !== `Bearer ${opts.token}`) {
+      return new Response(JSON.stringify({ error: "Access to this repo is restricted" }), { status: 401 });
+    }
+    const api = path.match(/^\/api\/models\/(.+?)(?:\/tree\/main)?$/);
+    if (api) {
+      const repo = api[1];
+      const own = [...files.entries()].filter(([k]) => k.startsWith(`${repo}/`)).map(([k, v]) => ({ path: k.slice(repo.length + 1), ...v }));
+      if (own.length === 0) return new Response(JSON.stringify({ error: "Repository not found" }), { status: 404 });
+      if (!path.endsWith("/tree/main")) {
+        return Response.json({ id: repo, sha: "0".repeat(40), siblings: own.map((f) => ({ rfilename: f.path })) });
+      }
+      return Response.json(own.map((f) => ({
+        type: "file",
+        oid: createHash("sha1").update(f.path).digest("hex"),
+        size: f.size,
+        path: f.path,
+        ...(opts.noHashes ? {} : { lfs: { oid: f.sha256, size: f.size, pointerSize: 134 } }),
+      })));
+    }
+    const m = path.match(/^\/(.+)\/resolve\/main\/(.+)$/);
+    const served = m ? files.get(`${m[1]}/${m[2]}`) : undefined;
+    if (!m || !served) return new Response("Entry not found", { status: 404 });
+    const key = `${m[1]}/${m[2]}`;
+    const fault = queued.get(key)?.shift() ?? steady.get(key) ?? null;
+    if (fault?.kind === "status") return new Response(`injected ${fault.status}`, { status: fault.status });
+    const headers = new Headers({
+      "accept-ranges": "bytes",
+      "etag": `"${served.sha256}"`,
+      "x-linked-etag": `"${served.sha256}"`,
+      "x-linked-size": String(served.size),
+      "content-type": "application/octet-stream",
+    });
+    let start = 0;
+    let end = served.size - 1;
+    let status = 200;
+    const range = req.headers.get("range")?.match(/^bytes=(\d+)-(\d*)$/);
+    if (range && fault?.kind !== "ignoreRange") {
+      start = Number(range[1]);
+      if (range[2]) end = Math.min(end, Number(range[2]));
+      if (start >= served.size) {
+        headers.set("content-range", `bytes */${served.size}`);
+        return new Response(null, { status: 416, headers });
+      }
+      status = 206;
+      headers.set("content-range", `bytes ${start}-${end}/${served.size}`);
+    }
+    headers.set("content-length", String(end - start + 1));
+    if (req.method === "HEAD") return new Response(null, { status, headers });
+    return new Response(bodyStream(served.file, start, end, fault), { status, headers });
+  };
+
+  const server = Deno.serve({ hostname: "127.0.0.1", port: opts.port ?? 0, onListen: () => {} }, (req) => {
+    const res = handle(req);
+    const url = new URL(req.url);
+    requests.push({
+      method: req.method,
+      path: decodeURIComponent(url.pathname),
+      range: req.headers.get("range"),
+      authorization: req.headers.get("authorization"),
+      status: res.status,
+    });
+    return res;
+  });
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    requests,
+    fault: (key, ...faults) => queued.set(key, [...(queued.get(key) ?? []), ...faults]),
+    always: (key, fault) => (fault ? steady.set(key, fault) : steady.delete(key)),
+    refresh,
+    close: () => server.shutdown(),
+  };
+}
+
+if (import.meta.main) {
+  const repos = Object.fromEntries(Deno.args.filter((a) => a.includes("=")).map((a) => a.split("=", 2) as [string, string]));
+  const hub = await startFakeHub({ repos, port: Number(Deno.env.get("FAKE_HUB_PORT") ?? 0) });
+  console.log(hub.url);
+}
