@@ -7,7 +7,7 @@ import { loadConfig } from "../config/load.ts";
 import type { Config } from "../config/schema.ts";
 import type { DownloadProgress } from "../cluster/downloads.ts";
 import { downloadModelId } from "../cluster/downloads.ts";
-import { failureAction, clearFailures, recordFailure } from "../downloads/failures.ts";
+import { clearFailures, failureAction, recordFailure } from "../downloads/failures.ts";
 import { DownloadCancelled } from "../downloads/errors.ts";
 import { DownloadManager } from "../downloads/manager.ts";
 import { managerSettings, modelsDirOf } from "../downloads/plane.ts";
@@ -46,8 +46,12 @@ export function progressLine(p: DownloadProgress, width = 30): string {
   const pct = `${(frac * 100).toFixed(0).padStart(3)}%`;
   const rate = speed > 0 ? `  ${formatBytes(speed)}/s` : "";
   const s = Math.round(eta / 1000);
-  const etaText = speed > 0 && eta > 0 ? `  ETA ${s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${s}s`}` : "";
-  return `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${pct}  ${formatBytes(done)} / ${formatBytes(total)}${rate}${etaText}  ${label}`;
+  const etaText = speed > 0 && eta > 0
+    ? `  ETA ${s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${s}s`}`
+    : "";
+  return `[${"#".repeat(filled)}${"-".repeat(width - filled)}] ${pct}  ${formatBytes(done)} / ${
+    formatBytes(total)
+  }${rate}${etaText}  ${label}`;
 }
 
 function printer() {
@@ -73,7 +77,11 @@ function configOf(flags: Flags): Config {
 async function pullViaDaemon(url: string, modelId: string, flags: Flags): Promise<void> {
   const nodeId = await getJson<string>(`${url}/node_id`);
   const body = flags.ggufFile ? JSON.stringify({ gguf_file: flags.ggufFile }) : "{}";
-  await getJson(`${url}/store/models/${modelId}/download`, { method: "POST", body, headers: { "content-type": "application/json" } });
+  await getJson(`${url}/store/models/${modelId}/download`, {
+    method: "POST",
+    body,
+    headers: { "content-type": "application/json" },
+  });
   const out = printer();
   for (;;) {
     const state = await getJson<{ downloads: Record<string, DownloadProgress[]> }>(`${url}/state`);
@@ -95,7 +103,11 @@ async function pullViaDaemon(url: string, modelId: string, flags: Flags): Promis
 async function pullDirect(config: Config, modelId: string, flags: Flags): Promise<void> {
   const catalog = Catalog.bundled();
   const found = catalog.get(modelId);
-  if (!found) throw new CliError(`model ${modelId} is not in the catalogue; run 'skulk models --search ...' to find its id`);
+  if (!found) {
+    throw new CliError(
+      `model ${modelId} is not in the catalogue; run 'skulk models --search ...' to find its id`,
+    );
+  }
   const card = flags.ggufFile ? { ...found, gguf_file: flags.ggufFile } : found;
   const store = await openStore(config.dataDir);
   const { nodeId } = await loadOrCreateIdentity(config.dataDir);
@@ -112,8 +124,12 @@ async function pullDirect(config: Config, modelId: string, flags: Flags): Promis
     emit: async (p) => {
       const action = failureAction(p, previous);
       previous = p;
-      if (action.kind === "record") await recordFailure(store.db, action.nodeId, action.modelId, action.error);
-      if (action.kind === "clear") await clearFailures(store.db, action.nodeId, action.modelId, action.reason);
+      if (action.kind === "record") {
+        await recordFailure(store.db, action.nodeId, action.modelId, action.error);
+      }
+      if (action.kind === "clear") {
+        await clearFailures(store.db, action.nodeId, action.modelId, action.reason);
+      }
       out.show(progressLine(p));
     },
   });
@@ -125,7 +141,9 @@ async function pullDirect(config: Config, modelId: string, flags: Flags): Promis
     console.log(`${modelId}: complete in ${dir}`);
   } catch (e) {
     out.end();
-    if (e instanceof DownloadCancelled) throw new CliError(`${modelId}: ${e.message}; run the same command to resume`, 130);
+    if (e instanceof DownloadCancelled) {
+      throw new CliError(`${modelId}: ${e.message}; run the same command to resume`, 130);
+    }
     throw new CliError(`${modelId}: download failed: ${(e as Error).message}`);
   } finally {
     Deno.removeSignalListener("SIGINT", onSignal);
@@ -147,23 +165,32 @@ async function rmDirect(config: Config, modelId: string): Promise<boolean> {
 
 const common = (c: Command) =>
   c.option("--data-dir <dir>", "data dir of the node (env SKULK_DATA_DIR)")
-    .option("--models-dir <dir>", "models dir when no daemon runs (env SKULK_MODELS_DIR, default <data-dir>/models)")
+    .option(
+      "--models-dir <dir>",
+      "models dir when no daemon runs (env SKULK_MODELS_DIR, default <data-dir>/models)",
+    )
     .option("--config <file>", "skulk.yaml to read")
     .option("--url <url>", "a running node's API to ask instead of the one on the data dir");
 
 export function registerPull(models: Command): void {
-  common(models.command("pull")
-    .description("download a model's files onto this node, with a progress bar (resumes a partial download)")
-    .argument("<model-id>", "catalogue model id, e.g. unsloth/Llama-3.2-1B-Instruct-GGUF")
-    .option("--gguf-file <path>", "pin another quant of a GGUF repo (repo-relative path)"))
+  common(
+    models.command("pull")
+      .description(
+        "download a model's files onto this node, with a progress bar (resumes a partial download)",
+      )
+      .argument("<model-id>", "catalogue model id, e.g. unsloth/Llama-3.2-1B-Instruct-GGUF")
+      .option("--gguf-file <path>", "pin another quant of a GGUF repo (repo-relative path)"),
+  )
     .action(async (modelId: string, flags: Flags) => {
       const config = configOf(flags);
       if (flags.url || liveOwner(config.dataDir)) return await pullViaDaemon(nodeUrl(flags), modelId, flags);
       await pullDirect(config, modelId, flags);
     });
-  common(models.command("rm")
-    .description("delete a model's files from this node (cancels its download)")
-    .argument("<model-id>", "model id"))
+  common(
+    models.command("rm")
+      .description("delete a model's files from this node (cancels its download)")
+      .argument("<model-id>", "model id"),
+  )
     .action(async (modelId: string, flags: Flags) => {
       const config = configOf(flags);
       if (flags.url || liveOwner(config.dataDir)) {

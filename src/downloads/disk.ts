@@ -26,9 +26,16 @@ export const statfsFree: FreeSpaceProbe = async (dir) => {
 export const DISK_RESERVE_BYTES = 64 * 1024;
 
 /** Pure: null when the download fits, else the message of the failure. */
-export function diskShortfall(neededBytes: number, freeBytes: number, dir: string, reserve = DISK_RESERVE_BYTES): string | null {
+export function diskShortfall(
+  neededBytes: number,
+  freeBytes: number,
+  dir: string,
+  reserve = DISK_RESERVE_BYTES,
+): string | null {
   if (neededBytes + reserve <= freeBytes) return null;
-  return `not enough disk space in ${dir}: the download needs ${formatBytes(neededBytes)} more and ${formatBytes(freeBytes)} is free; ` +
+  return `not enough disk space in ${dir}: the download needs ${formatBytes(neededBytes)} more and ${
+    formatBytes(freeBytes)
+  } is free; ` +
     `free space or set --models-dir / SKULK_MODELS_DIR to a larger disk`;
 }
 

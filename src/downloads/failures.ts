@@ -26,27 +26,53 @@ export function failureAction(p: DownloadProgress, previous: DownloadProgress | 
   const body = untag(p) as { nodeId: string };
   const modelId = downloadModelId(p);
   if ("DownloadFailed" in p) {
-    const same = previous && "DownloadFailed" in previous && previous.DownloadFailed.errorMessage === p.DownloadFailed.errorMessage;
-    return same ? { kind: "none" } : { kind: "record", nodeId: body.nodeId, modelId, error: p.DownloadFailed.errorMessage };
+    const same = previous && "DownloadFailed" in previous &&
+      previous.DownloadFailed.errorMessage === p.DownloadFailed.errorMessage;
+    return same
+      ? { kind: "none" }
+      : { kind: "record", nodeId: body.nodeId, modelId, error: p.DownloadFailed.errorMessage };
   }
-  if ("DownloadCompleted" in p) return { kind: "clear", nodeId: body.nodeId, modelId, reason: "download completed" };
+  if ("DownloadCompleted" in p) {
+    return { kind: "clear", nodeId: body.nodeId, modelId, reason: "download completed" };
+  }
   return { kind: "none" };
 }
 
-export async function recordFailure(db: Db, nodeId: string, modelId: string, error: string, at = new Date()): Promise<void> {
+export async function recordFailure(
+  db: Db,
+  nodeId: string,
+  modelId: string,
+  error: string,
+  at = new Date(),
+): Promise<void> {
   await db.insert(downloadFailures).values({ nodeId, modelId, error, failedAt: at.toISOString() });
 }
 
 /** Marks every open record of (node, model) cleared; returns how many it cleared. */
-export async function clearFailures(db: Db, nodeId: string, modelId: string, reason: string, at = new Date()): Promise<number> {
+export async function clearFailures(
+  db: Db,
+  nodeId: string,
+  modelId: string,
+  reason: string,
+  at = new Date(),
+): Promise<number> {
   const rows = await db.update(downloadFailures)
     .set({ clearedAt: at.toISOString(), clearedReason: reason })
-    .where(and(eq(downloadFailures.nodeId, nodeId), eq(downloadFailures.modelId, modelId), isNull(downloadFailures.clearedAt)))
+    .where(
+      and(
+        eq(downloadFailures.nodeId, nodeId),
+        eq(downloadFailures.modelId, modelId),
+        isNull(downloadFailures.clearedAt),
+      ),
+    )
     .returning({ id: downloadFailures.id });
   return rows.length;
 }
 
-export async function openFailures(db: Db, filter: { nodeId?: string; modelId?: string } = {}): Promise<FailureRow[]> {
+export async function openFailures(
+  db: Db,
+  filter: { nodeId?: string; modelId?: string } = {},
+): Promise<FailureRow[]> {
   const conds = [isNull(downloadFailures.clearedAt)];
   if (filter.nodeId) conds.push(eq(downloadFailures.nodeId, filter.nodeId));
   if (filter.modelId) conds.push(eq(downloadFailures.modelId, filter.modelId));

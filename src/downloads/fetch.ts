@@ -27,6 +27,10 @@ export interface FetchFileResult {
   resumedFrom: number;
 }
 
+const SYNC_EVERY_BYTES = 64 * 1024 * 1024;
+const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
+const FLUSH_INTERVAL_MS = 250;
+
 export const partialPath = (dest: string) => `${dest}.partial`;
 
 async function sizeOf(path: string): Promise<number | null> {
@@ -45,7 +49,9 @@ async function hashPrefix(file: Deno.FsFile, length: number, hash: Hash): Promis
   let left = length;
   while (left > 0) {
     const n = await file.read(buf.subarray(0, Math.min(buf.length, left)));
-    if (n === null) throw new DownloadError(`partial file ended before ${length} bytes while rehashing`, "retry");
+    if (n === null) {
+      throw new DownloadError(`partial file ended before ${length} bytes while rehashing`, "retry");
+    }
     hash.update(buf.subarray(0, n));
     left -= n;
   }
@@ -81,7 +87,10 @@ async function readWithTimeout(
 ): Promise<ReadableStreamReadResult<Uint8Array>> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new DownloadError(`no data for ${Math.round(ms / 1000)} s; connection stalled`, "retry")), ms);
+    timer = setTimeout(
+      () => reject(new DownloadError(`no data for ${Math.round(ms / 1000)} s; connection stalled`, "retry")),
+      ms,
+    );
   });
   try {
     return await Promise.race([reader.read(), timeout]);
@@ -121,7 +130,10 @@ export async function fetchFile(o: FetchFileOptions): Promise<FetchFileResult> {
       const got = hash.digest("hex");
       if (got !== o.sha256) {
         await file.truncate(0);
-        throw new DownloadError(`sha256 mismatch (expected ${o.sha256}, got ${got}); the file is fetched again`, "retry");
+        throw new DownloadError(
+          `sha256 mismatch (expected ${o.sha256}, got ${got}); the file is fetched again`,
+          "retry",
+        );
       }
     }
     await file.syncData();
@@ -140,7 +152,12 @@ export async function fetchFile(o: FetchFileOptions): Promise<FetchFileResult> {
   }
 }
 
-async function streamInto(o: FetchFileOptions, file: Deno.FsFile, start: number, hash: Hash | null): Promise<number> {
+async function streamInto(
+  o: FetchFileOptions,
+  file: Deno.FsFile,
+  start: number,
+  hash: Hash | null,
+): Promise<number> {
   const headers = new Headers(o.headers);
   if (start > 0) headers.set("range", `bytes=${start}-`);
   let res: Response;
@@ -154,7 +171,10 @@ async function streamInto(o: FetchFileOptions, file: Deno.FsFile, start: number,
     // The partial is not a prefix the server recognises; start over.
     await res.body?.cancel();
     await file.truncate(0);
-    throw new DownloadError(`server refused the resume range at ${start} bytes; restarting the file`, "retry");
+    throw new DownloadError(
+      `server refused the resume range at ${start} bytes; restarting the file`,
+      "retry",
+    );
   }
   if (!res.ok) {
     await res.body?.cancel();
@@ -172,30 +192,80 @@ async function streamInto(o: FetchFileOptions, file: Deno.FsFile, start: number,
     offset = 0;
     await file.truncate(0);
     await file.seek(0, Deno.SeekMode.Start);
-    if (hash) throw new DownloadError("server ignored the resume range; restarting the file with a fresh hash", "retry");
+    if (hash) {
+      throw new DownloadError(
+        "server ignored the resume range; restarting the file with a fresh hash",
+        "retry",
+      );
+    }
   }
   if (res.status === 206) {
     const m = res.headers.get("content-range")?.match(/^bytes (\d+)-/);
     if (!m || Number(m[1]) !== start) {
       await res.body?.cancel();
-      throw new DownloadError(`server answered range ${res.headers.get("content-range")} for a resume at ${start}`, "retry");
+      throw new DownloadError(
+        `server answered range ${res.headers.get("content-range")} for a resume at ${start}`,
+        "retry",
+      );
     }
   }
   if (!res.body) return offset;
   const reader = res.body.getReader();
+  // Network chunks (often 64 KiB) are gathered into one of two buffers; one buffer is written while the
+  // other fills and the chunk is hashed, so network, disk and hashing overlap in a fixed 2 x 4 MiB.
+  const buffers = [new Uint8Array(WRITE_BUFFER_BYTES), new Uint8Array(WRITE_BUFFER_BYTES)];
+  let current = 0;
+  let fill = 0;
+  let writing: Promise<void> = Promise.resolve();
+  // Dirty pages are flushed as the file grows, so the final fsync before the rename finds little left to do.
+  let syncing: Promise<void> | null = null;
+  let unsynced = 0;
+  let flushedAt = performance.now();
+  const flush = async () => {
+    if (fill === 0) return;
+    flushedAt = performance.now();
+    await writing;
+    const buf = buffers[current].subarray(0, fill);
+    const at = offset;
+    writing = writeAll(file, buf).then(() => o.onBytes?.(at));
+    unsynced += fill;
+    current = 1 - current;
+    fill = 0;
+    if (unsynced >= SYNC_EVERY_BYTES && syncing === null) {
+      unsynced = 0;
+      syncing = writing.then(() => file.syncData()).finally(() => (syncing = null));
+    }
+  };
   try {
     for (;;) {
-      const { done, value } = o.readTimeoutMs ? await readWithTimeout(reader, o.readTimeoutMs) : await reader.read();
+      const { done, value } = o.readTimeoutMs
+        ? await readWithTimeout(reader, o.readTimeoutMs)
+        : await reader.read();
       if (done) break;
       if (o.size !== null && offset + value.length > o.size) {
         throw new DownloadError(`server sent more than the expected ${o.size} bytes`, "retry");
       }
-      await writeAll(file, value);
       hash?.update(value);
-      offset += value.length;
-      o.onBytes?.(offset);
+      let used = 0;
+      while (used < value.length) {
+        const n = Math.min(value.length - used, WRITE_BUFFER_BYTES - fill);
+        buffers[current].set(value.subarray(used, used + n), fill);
+        fill += n;
+        used += n;
+        offset += n;
+        if (fill === WRITE_BUFFER_BYTES) await flush();
+      }
+      // A slow link still reaches the disk (and the progress records) often.
+      if (fill > 0 && performance.now() - flushedAt >= FLUSH_INTERVAL_MS) await flush();
     }
+    await flush();
+    await writing;
+    await syncing;
   } catch (e) {
+    // What arrived before the failure is kept on disk, so the retry resumes after it.
+    await flush().catch(() => {});
+    await writing.catch(() => {});
+    await (syncing as Promise<void> | null)?.catch(() => {});
     if (o.signal?.aborted) throw o.signal.reason ?? e;
     if (e instanceof DownloadError || isNoSpace(e)) throw e;
     throw new DownloadError(`connection lost at ${offset} bytes: ${(e as Error).message}`, "retry");

@@ -9,7 +9,11 @@ import { ShardMetadataSchema } from "../cluster/instances.ts";
 import { normalizeModelId } from "../models/card.ts";
 import { partialPath } from "./fetch.ts";
 
-export const ManifestFileSchema = z.object({ path: z.string(), size: z.number().int(), sha256: z.string().nullable() });
+export const ManifestFileSchema = z.object({
+  path: z.string(),
+  size: z.number().int(),
+  sha256: z.string().nullable(),
+});
 const VerifiedSchema = z.object({ size: z.number().int(), mtimeMs: z.number() });
 
 export const ManifestSchema = z.object({
@@ -36,11 +40,22 @@ export async function readManifest(dir: string): Promise<Manifest | null> {
   }
 }
 
-export async function writeManifest(dir: string, m: Manifest): Promise<void> {
-  await Deno.mkdir(join(dir, ".skulk"), { recursive: true });
-  const tmp = `${manifestPath(dir)}.tmp`;
-  await Deno.writeTextFile(tmp, JSON.stringify(m, null, 2));
-  await Deno.rename(tmp, manifestPath(dir));
+// Parallel file downloads of one model update its manifest; writes are queued per directory so a stale
+// snapshot never lands after a newer one.
+const writes = new Map<string, Promise<void>>();
+
+export function writeManifest(dir: string, m: Manifest): Promise<void> {
+  const text = JSON.stringify(m, null, 2);
+  const write = async () => {
+    await Deno.mkdir(join(dir, ".skulk"), { recursive: true });
+    const tmp = `${manifestPath(dir)}.tmp`;
+    await Deno.writeTextFile(tmp, text);
+    await Deno.rename(tmp, manifestPath(dir));
+  };
+  const next = (writes.get(dir) ?? Promise.resolve()).catch(() => {}).then(write);
+  writes.set(dir, next);
+  next.finally(() => writes.get(dir) === next && writes.delete(dir)).catch(() => {});
+  return next;
 }
 
 export interface FileOnDisk {
@@ -68,13 +83,18 @@ export async function fileOnDisk(dir: string, path: string): Promise<FileOnDisk>
 }
 
 /** Pure: what a file on disk is worth against the hub's entry. */
-export function fileStatus(f: ManifestFile, disk: FileOnDisk, verified: z.infer<typeof VerifiedSchema> | undefined):
+export function fileStatus(
+  f: ManifestFile,
+  disk: FileOnDisk,
+  verified: z.infer<typeof VerifiedSchema> | undefined,
+):
   | { state: "verified"; bytes: number }
   | { state: "unverified"; bytes: number }
   | { state: "partial"; bytes: number }
   | { state: "absent"; bytes: 0 } {
   if (disk.complete !== null && disk.complete === f.size) {
-    const trusted = f.sha256 === null || (verified !== undefined && verified.size === disk.complete && verified.mtimeMs === disk.mtimeMs);
+    const trusted = f.sha256 === null ||
+      (verified !== undefined && verified.size === disk.complete && verified.mtimeMs === disk.mtimeMs);
     return trusted ? { state: "verified", bytes: f.size } : { state: "unverified", bytes: f.size };
   }
   if (disk.partial > 0 && disk.partial <= f.size) return { state: "partial", bytes: disk.partial };

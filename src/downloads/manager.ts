@@ -78,7 +78,9 @@ export function ggufPath(dir: string, card: Pick<ModelCard, "gguf_file" | "gguf_
 
 export class DownloadManager {
   readonly #jobs = new Map<string, Job>();
-  readonly #o: Required<Omit<DownloadManagerOptions, "currentRecord" | "onDiskCheckPassed">> & DownloadManagerOptions;
+  readonly #o:
+    & Required<Omit<DownloadManagerOptions, "currentRecord" | "onDiskCheckPassed">>
+    & DownloadManagerOptions;
   #emits: Promise<unknown> = Promise.resolve();
 
   constructor(options: DownloadManagerOptions) {
@@ -111,7 +113,11 @@ export class DownloadManager {
    * Brings the card's files onto disk and resolves with the model directory. Concurrent calls for one
    * model share one download. Rejects with DownloadError (after a `DownloadFailed`) or DownloadCancelled.
    */
-  ensure(card: ModelCard, shard: ShardMetadata = fullShard(card), opts: { signal?: AbortSignal } = {}): Promise<string> {
+  ensure(
+    card: ModelCard,
+    shard: ShardMetadata = fullShard(card),
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<string> {
     const existing = this.#jobs.get(card.model_id);
     const job = existing ?? this.#start(card, shard);
     if (opts.signal) {
@@ -131,7 +137,12 @@ export class DownloadManager {
 
   #start(card: ModelCard, shard: ShardMetadata): Job {
     const abort = new AbortController();
-    const job: Job = { modelId: card.model_id, abort, done: Promise.resolve(""), started: Promise.withResolvers() };
+    const job: Job = {
+      modelId: card.model_id,
+      abort,
+      done: Promise.resolve(""),
+      started: Promise.withResolvers(),
+    };
     job.done = this.#run(card, shard, abort.signal, () => job.started.resolve()).finally(() => {
       job.started.resolve();
       if (this.#jobs.get(card.model_id) === job) this.#jobs.delete(card.model_id);
@@ -163,7 +174,11 @@ export class DownloadManager {
       existed = false;
     }
     const sm = shard ?? manifest?.shardMetadata;
-    if (sm) await this.#emitNow(progress.pending({ nodeId: this.#o.nodeId, shardMetadata: sm, modelDirectory: dir }, 0, 0));
+    if (sm) {
+      await this.#emitNow(
+        progress.pending({ nodeId: this.#o.nodeId, shardMetadata: sm, modelDirectory: dir }, 0, 0),
+      );
+    }
     return existed;
   }
 
@@ -198,13 +213,21 @@ export class DownloadManager {
   async #tally(dir: string, manifest: Manifest): Promise<progress.FileTally[]> {
     return await Promise.all(manifest.files.map(async (f) => {
       const st = fileStatus(f, await fileOnDisk(dir, f.path), manifest.verified[f.path]);
-      return { path: f.path, total: f.size, downloaded: st.bytes, atStart: st.bytes, done: st.state === "verified" };
+      return {
+        path: f.path,
+        total: f.size,
+        downloaded: st.bytes,
+        atStart: st.bytes,
+        done: st.state === "verified",
+      };
     }));
   }
 
   #emitNow(p: DownloadProgress): Promise<void> {
     const next = this.#emits.then(() => this.#o.emit(p));
-    this.#emits = next.catch((e) => log.warn("publishing download progress failed: {error}", { error: (e as Error).message }));
+    this.#emits = next.catch((e) =>
+      log.warn("publishing download progress failed: {error}", { error: (e as Error).message })
+    );
     return next.then(() => {}, () => {});
   }
 
@@ -217,13 +240,18 @@ export class DownloadManager {
       );
     }
     try {
-      const listing = await withRetries(this.#o.retry, () => this.#o.hub.listFiles(card.model_id, signal), { signal });
+      const listing = await withRetries(this.#o.retry, () => this.#o.hub.listFiles(card.model_id, signal), {
+        signal,
+      });
       return filesForCard(card, listing).map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
     } catch (e) {
       if (signal.aborted) throw e;
       if (e instanceof FileSelectionError) throw new DownloadError(e.message, "fatal");
       if (e instanceof HubError && e.retryable && cached) {
-        log.warn("listing {model} failed ({error}); using the file list from the last download", { model: card.model_id, error: e.message });
+        log.warn("listing {model} failed ({error}); using the file list from the last download", {
+          model: card.model_id,
+          error: e.message,
+        });
         return cached.files;
       }
       if (e instanceof HubError) throw new DownloadError(e.message, e.retryable ? "retry" : "fatal");
@@ -231,12 +259,19 @@ export class DownloadManager {
     }
   }
 
-  async #run(card: ModelCard, shard: ShardMetadata, signal: AbortSignal, onStarted: () => void): Promise<string> {
+  async #run(
+    card: ModelCard,
+    shard: ShardMetadata,
+    signal: AbortSignal,
+    onStarted: () => void,
+  ): Promise<string> {
     const dir = modelDir(this.#o.modelsDir, card.model_id);
     const ref: progress.ModelRef = { nodeId: this.#o.nodeId, shardMetadata: shard, modelDirectory: dir };
     if (card.gguf_path) {
       const size = (await Deno.stat(card.gguf_path)).size;
-      await this.#emitNow(progress.completed({ ...ref, modelDirectory: dirname(card.gguf_path) }, size, true));
+      await this.#emitNow(
+        progress.completed({ ...ref, modelDirectory: dirname(card.gguf_path) }, size, true),
+      );
       return dirname(card.gguf_path);
     }
     let tallies: progress.FileTally[] = [];
@@ -265,8 +300,13 @@ export class DownloadManager {
 
       const missing = tallies.filter((t) => !t.done);
       if (missing.length > 0 && this.#o.offline) {
-        const names = missing.map((t) => `${t.path} (${t.downloaded} of ${t.total} bytes on disk)`).join(", ");
-        throw new DownloadError(`offline mode (HF_HUB_OFFLINE / SKULK_OFFLINE): ${card.model_id} is missing ${names}`, "offline");
+        const names = missing.map((t) => `${t.path} (${t.downloaded} of ${t.total} bytes on disk)`).join(
+          ", ",
+        );
+        throw new DownloadError(
+          `offline mode (HF_HUB_OFFLINE / SKULK_OFFLINE): ${card.model_id} is missing ${names}`,
+          "offline",
+        );
       }
       if (missing.length > 0) {
         const needed = missing.reduce((a, t) => a + (t.total - t.downloaded), 0);
@@ -298,7 +338,12 @@ export class DownloadManager {
   }
 
   /** Complete files whose hash was never checked at this size and mtime are hashed now; a mismatch is removed. */
-  async #verifyUnchecked(dir: string, manifest: Manifest, tallies: progress.FileTally[], signal: AbortSignal): Promise<void> {
+  async #verifyUnchecked(
+    dir: string,
+    manifest: Manifest,
+    tallies: progress.FileTally[],
+    signal: AbortSignal,
+  ): Promise<void> {
     for (const [i, f] of manifest.files.entries()) {
       const disk = await fileOnDisk(dir, f.path);
       if (fileStatus(f, disk, manifest.verified[f.path]).state !== "unverified") continue;
@@ -333,7 +378,10 @@ export class DownloadManager {
     let last: { fraction: number; at: number } | null = null;
     const total = tallies.reduce((a, t) => a + t.total, 0);
     const tick = (force = false) => {
-      const now = { fraction: total > 0 ? progress.sumTally(tallies).downloaded / total : 1, at: this.#o.now() };
+      const now = {
+        fraction: total > 0 ? progress.sumTally(tallies).downloaded / total : 1,
+        at: this.#o.now(),
+      };
       if (!force && !progress.shouldEmit(this.#o.throttle, last, now)) return;
       last = now;
       void this.#emitNow(progress.ongoing(ref, tallies, now.at - startedAt));
@@ -372,7 +420,10 @@ export class DownloadManager {
             }),
         }).catch((e) => {
           if (!signal.aborted && e instanceof DownloadError && e.kind === "retry") {
-            throw new DownloadError(`${f.path}: ${e.message} (gave up after ${this.#o.retry.attempts} attempts)`, "retry");
+            throw new DownloadError(
+              `${f.path}: ${e.message} (gave up after ${this.#o.retry.attempts} attempts)`,
+              "retry",
+            );
           }
           throw e instanceof DownloadError ? new DownloadError(`${f.path}: ${e.message}`, e.kind) : e;
         });
@@ -402,7 +453,9 @@ function sameRecord(a: DownloadProgress | undefined, b: DownloadProgress): boole
   const [ka] = Object.keys(a);
   const [kb] = Object.keys(b);
   if (ka !== kb) return false;
-  const total = (p: DownloadProgress) => JSON.stringify((Object.values(p)[0] as { total?: unknown; downloaded?: unknown }).total);
-  const done = (p: DownloadProgress) => JSON.stringify((Object.values(p)[0] as { downloaded?: unknown }).downloaded);
+  const total = (p: DownloadProgress) =>
+    JSON.stringify((Object.values(p)[0] as { total?: unknown; downloaded?: unknown }).total);
+  const done = (p: DownloadProgress) =>
+    JSON.stringify((Object.values(p)[0] as { downloaded?: unknown }).downloaded);
   return total(a) === total(b) && done(a) === done(b);
 }

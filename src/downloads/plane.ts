@@ -20,7 +20,8 @@ export function modelsDirOf(config: Pick<Config, "modelsDir" | "dataDir">): stri
   return config.modelsDir ?? `${config.dataDir}/models`;
 }
 
-const truthy = (v: string | undefined) => v !== undefined && ["1", "true", "yes", "on"].includes(v.trim().toLowerCase());
+const truthy = (v: string | undefined) =>
+  v !== undefined && ["1", "true", "yes", "on"].includes(v.trim().toLowerCase());
 
 /** Offline when either upstream's `SKULK_OFFLINE` or huggingface_hub's `HF_HUB_OFFLINE` says so. */
 export function offlineFromEnv(env: Record<string, string | undefined>): boolean {
@@ -45,7 +46,10 @@ export function managerSettings(env: Record<string, string | undefined>) {
   };
 }
 
-export function downloadPlane(config: Config, env: Record<string, string | undefined> = Deno.env.toObject()): Plane {
+export function downloadPlane(
+  config: Config,
+  env: Record<string, string | undefined> = Deno.env.toObject(),
+): Plane {
   let manager: DownloadManager | undefined;
   return {
     name: "downloads",
@@ -58,7 +62,8 @@ export function downloadPlane(config: Config, env: Record<string, string | undef
         hub: new HubClient(hubOptionsFromEnv(env)),
         ...managerSettings(env),
         emit: (p) => ctx.submit(makeEvent("NodeDownloadProgress", { downloadProgress: p })),
-        currentRecord: (modelId) => (ctx.log.state.downloads[ctx.nodeId] ?? []).find((p) => downloadModelId(p) === modelId),
+        currentRecord: (modelId) =>
+          (ctx.log.state.downloads[ctx.nodeId] ?? []).find((p) => downloadModelId(p) === modelId),
         onDiskCheckPassed: async (modelId) => {
           const open = await openFailures(db, { nodeId: ctx.nodeId, modelId });
           if (open.some((r) => isDiskFailure(r.error))) {
@@ -69,7 +74,9 @@ export function downloadPlane(config: Config, env: Record<string, string | undef
       ctx.downloads = manager;
       const n = await manager.readvertise();
       if (n > 0) log.info("re-advertised {n} model(s) from {dir}", { n, dir: manager.modelsDir });
-      if (manager.offline) log.info("offline mode: downloads use only what is on disk in {dir}", { dir: manager.modelsDir });
+      if (manager.offline) {
+        log.info("offline mode: downloads use only what is on disk in {dir}", { dir: manager.modelsDir });
+      }
     },
     async stop() {
       await manager?.stop();

@@ -22,7 +22,14 @@ export interface ModelRef {
   modelDirectory: string;
 }
 
-function fileProgress(total: number, downloaded: number, thisSession: number, completed: number, files: number, elapsedMs: number) {
+function fileProgress(
+  total: number,
+  downloaded: number,
+  thisSession: number,
+  completed: number,
+  files: number,
+  elapsedMs: number,
+) {
   const speed = elapsedMs > 0 ? thisSession / (elapsedMs / 1000) : 0;
   const left = Math.max(0, total - downloaded);
   return {
@@ -36,7 +43,9 @@ function fileProgress(total: number, downloaded: number, thisSession: number, co
   };
 }
 
-export function sumTally(files: FileTally[]): { total: number; downloaded: number; thisSession: number; completed: number } {
+export function sumTally(
+  files: FileTally[],
+): { total: number; downloaded: number; thisSession: number; completed: number } {
   let total = 0, downloaded = 0, thisSession = 0, completed = 0;
   for (const f of files) {
     total += f.total;
@@ -60,7 +69,10 @@ export function ongoing(ref: ModelRef, files: FileTally[], elapsedMs: number): D
   return {
     DownloadOngoing: {
       ...ref,
-      downloadProgress: { ...fileProgress(s.total, s.downloaded, s.thisSession, s.completed, files.length, elapsedMs), files: perFile },
+      downloadProgress: {
+        ...fileProgress(s.total, s.downloaded, s.thisSession, s.completed, files.length, elapsedMs),
+        files: perFile,
+      },
     },
   };
 }
@@ -100,11 +112,23 @@ export function shouldEmit(
 /** The store routes' summary of a record: `{modelId, status, progress (0..1), error}`. */
 export function summarize(p: DownloadProgress, modelId: string) {
   if ("DownloadCompleted" in p) return { modelId, status: "complete" as const, progress: 1, error: null };
-  if ("DownloadFailed" in p) return { modelId, status: "failed" as const, progress: 0, error: p.DownloadFailed.errorMessage };
+  if ("DownloadFailed" in p) {
+    return { modelId, status: "failed" as const, progress: 0, error: p.DownloadFailed.errorMessage };
+  }
   if ("DownloadOngoing" in p) {
     const d = p.DownloadOngoing.downloadProgress;
-    return { modelId, status: "downloading" as const, progress: d.total.inBytes > 0 ? d.downloaded.inBytes / d.total.inBytes : 0, error: null };
+    return {
+      modelId,
+      status: "downloading" as const,
+      progress: d.total.inBytes > 0 ? d.downloaded.inBytes / d.total.inBytes : 0,
+      error: null,
+    };
   }
   const d = p.DownloadPending;
-  return { modelId, status: "pending" as const, progress: d.total.inBytes > 0 ? d.downloaded.inBytes / d.total.inBytes : 0, error: null };
+  return {
+    modelId,
+    status: "pending" as const,
+    progress: d.total.inBytes > 0 ? d.downloaded.inBytes / d.total.inBytes : 0,
+    error: null,
+  };
 }

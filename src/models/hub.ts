@@ -21,7 +21,10 @@ export interface HubOptions {
 }
 
 /** Reads the hub settings the way huggingface_hub does: HF_ENDPOINT, then HF_TOKEN or `$HF_HOME/token`. */
-export function hubOptionsFromEnv(env: Record<string, string | undefined>, readToken = readTokenFile): HubOptions {
+export function hubOptionsFromEnv(
+  env: Record<string, string | undefined>,
+  readToken = readTokenFile,
+): HubOptions {
   const endpoint = (env.HF_ENDPOINT?.trim() || DEFAULT_HUB_ENDPOINT).replace(/\/+$/, "");
   const home = env.HF_HOME?.trim() || `${env.HOME ?? "."}/.cache/huggingface`;
   const token = env.HF_TOKEN?.trim() || env.HUGGING_FACE_HUB_TOKEN?.trim() || readToken(`${home}/token`);
@@ -62,8 +65,16 @@ export function hubStatusError(status: number, repo: string, what: string, hasTo
       : "the repo is gated or private: set HF_TOKEN to a token that can read it";
     return new HubError(`${repo}: ${what} refused with ${status}; ${hint}`, status, false);
   }
-  if (status === 404) return new HubError(`${repo}: ${what} not found on the hub (404); check the model id and file name`, status, false);
-  if (status === 429 || status >= 500) return new HubError(`${repo}: ${what} failed with ${status} from the hub`, status, true);
+  if (status === 404) {
+    return new HubError(
+      `${repo}: ${what} not found on the hub (404); check the model id and file name`,
+      status,
+      false,
+    );
+  }
+  if (status === 429 || status >= 500) {
+    return new HubError(`${repo}: ${what} failed with ${status} from the hub`, status, true);
+  }
   return new HubError(`${repo}: ${what} failed with ${status}`, status, false);
 }
 
@@ -113,7 +124,11 @@ export class HubClient {
         res = await fetch(url, { headers: this.headers(), signal: signal ?? AbortSignal.timeout(30_000) });
       } catch (e) {
         if (signal?.aborted) throw e;
-        throw new HubError(`${repo}: listing files at ${this.options.endpoint} failed: ${(e as Error).message}`, null, true);
+        throw new HubError(
+          `${repo}: listing files at ${this.options.endpoint} failed: ${(e as Error).message}`,
+          null,
+          true,
+        );
       }
       if (!res.ok) {
         await res.body?.cancel();
@@ -158,7 +173,8 @@ export function filesForCard(
   if (card.gguf_file === undefined) {
     const image = card.tasks.some((t) => t === "TextToImage" || t === "ImageToImage");
     return listing.filter((f) =>
-      !MLX_IGNORED.some((r) => r.test(f.path)) && !(image && !f.path.includes("/") && f.path.endsWith(".safetensors"))
+      !MLX_IGNORED.some((r) => r.test(f.path)) &&
+      !(image && !f.path.includes("/") && f.path.endsWith(".safetensors"))
     );
   }
   const chosen: HubFile[] = [];
@@ -168,21 +184,33 @@ export function filesForCard(
     for (let i = 1; i <= Number(count); i++) {
       const path = `${base}-${String(i).padStart(5, "0")}-of-${count}.gguf`;
       const f = byPath.get(path);
-      if (!f) throw new FileSelectionError(`${card.model_id}: the hub lists no ${path} (shard ${i} of ${Number(count)} of ${card.gguf_file})`);
+      if (!f) {
+        throw new FileSelectionError(
+          `${card.model_id}: the hub lists no ${path} (shard ${i} of ${Number(count)} of ${card.gguf_file})`,
+        );
+      }
       chosen.push(f);
     }
   } else {
     const f = byPath.get(card.gguf_file);
-    if (!f) throw new FileSelectionError(`${card.model_id}: the hub lists no ${card.gguf_file} (the card's pinned GGUF)`);
+    if (!f) {
+      throw new FileSelectionError(
+        `${card.model_id}: the hub lists no ${card.gguf_file} (the card's pinned GGUF)`,
+      );
+    }
     chosen.push(f);
   }
   if (usesProjector(card)) {
     const pinned = card.mmproj_file === undefined ? undefined : byPath.get(card.mmproj_file);
     if (card.mmproj_file !== undefined && !pinned) {
-      throw new FileSelectionError(`${card.model_id}: the hub lists no ${card.mmproj_file} (the card's projector)`);
+      throw new FileSelectionError(
+        `${card.model_id}: the hub lists no ${card.mmproj_file} (the card's projector)`,
+      );
     }
     const found = pinned ??
-      listing.filter((f) => PROJECTOR.test(f.path)).sort((a, b) => projectorRank(a.path) - projectorRank(b.path) || a.path.localeCompare(b.path))[0];
+      listing.filter((f) => PROJECTOR.test(f.path)).sort((a, b) =>
+        projectorRank(a.path) - projectorRank(b.path) || a.path.localeCompare(b.path)
+      )[0];
     if (found) chosen.push(found);
   }
   const config = byPath.get("config.json");

@@ -70,11 +70,18 @@ async function walk(dir: string, root = dir, out: string[] = []): Promise<string
   return out.sort();
 }
 
-function bodyStream(file: string, start: number, end: number, fault: Fault | null): ReadableStream<Uint8Array> {
+function bodyStream(
+  file: string,
+  start: number,
+  end: number,
+  fault: Fault | null,
+): ReadableStream<Uint8Array> {
   let f: Deno.FsFile | null = null;
   let pos = start;
   let sent = 0;
-  const chunk = fault?.kind === "slow" ? Math.max(1, Math.min(64 * 1024, Math.floor(fault.bytesPerSecond / 10))) : 1 << 20;
+  const chunk = fault?.kind === "slow"
+    ? Math.max(1, Math.min(64 * 1024, Math.floor(fault.bytesPerSecond / 10)))
+    : 1 << 20;
   return new ReadableStream<Uint8Array>({
     async pull(ctrl) {
       f ??= await Deno.open(file);
@@ -99,7 +106,9 @@ function bodyStream(file: string, start: number, end: number, fault: Fault | nul
         got += n;
       }
       if (fault?.kind === "corrupt" && pos === start && got > 0) buf[0] ^= 0xff;
-      if (fault?.kind === "slow") await new Promise((r) => setTimeout(r, (got / fault.bytesPerSecond) * 1000));
+      if (fault?.kind === "slow") {
+        await new Promise((r) => setTimeout(r, (got / fault.bytesPerSecond) * 1000));
+      }
       pos += got;
       sent += got;
       ctrl.enqueue(buf.subarray(0, got));
@@ -117,7 +126,11 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
     for (const [repo, dir] of Object.entries(opts.repos)) {
       for (const rel of await walk(dir)) {
         const file = join(dir, rel);
-        files.set(`${repo}/${rel}`, { size: (await Deno.stat(file)).size, sha256: await sha256Of(file), file });
+        files.set(`${repo}/${rel}`, {
+          size: (await Deno.stat(file)).size,
+          sha256: await sha256Of(file),
+          file,
+        });
       }
     }
   };
@@ -135,10 +148,19 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
     const api = path.match(/^\/api\/models\/(.+?)(?:\/tree\/main)?$/);
     if (api) {
       const repo = api[1];
-      const own = [...files.entries()].filter(([k]) => k.startsWith(`${repo}/`)).map(([k, v]) => ({ path: k.slice(repo.length + 1), ...v }));
-      if (own.length === 0) return new Response(JSON.stringify({ error: "Repository not found" }), { status: 404 });
+      const own = [...files.entries()].filter(([k]) => k.startsWith(`${repo}/`)).map(([k, v]) => ({
+        path: k.slice(repo.length + 1),
+        ...v,
+      }));
+      if (own.length === 0) {
+        return new Response(JSON.stringify({ error: "Repository not found" }), { status: 404 });
+      }
       if (!path.endsWith("/tree/main")) {
-        return Response.json({ id: repo, sha: "0".repeat(40), siblings: own.map((f) => ({ rfilename: f.path })) });
+        return Response.json({
+          id: repo,
+          sha: "0".repeat(40),
+          siblings: own.map((f) => ({ rfilename: f.path })),
+        });
       }
       return Response.json(own.map((f) => ({
         type: "file",
@@ -203,7 +225,9 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
 }
 
 if (import.meta.main) {
-  const repos = Object.fromEntries(Deno.args.filter((a) => a.includes("=")).map((a) => a.split("=", 2) as [string, string]));
+  const repos = Object.fromEntries(
+    Deno.args.filter((a) => a.includes("=")).map((a) => a.split("=", 2) as [string, string]),
+  );
   const hub = await startFakeHub({ repos, port: Number(Deno.env.get("FAKE_HUB_PORT") ?? 0) });
   console.log(hub.url);
 }

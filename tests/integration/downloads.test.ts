@@ -25,7 +25,9 @@ const card = (id: string) => catalog.get(id)!;
 
 function randomFile(path: string, size: number): void {
   const buf = new Uint8Array(size);
-  for (let off = 0; off < size; off += 65536) crypto.getRandomValues(buf.subarray(off, Math.min(size, off + 65536)));
+  for (let off = 0; off < size; off += 65536) {
+    crypto.getRandomValues(buf.subarray(off, Math.min(size, off + 65536)));
+  }
   Deno.writeFileSync(path, buf);
 }
 
@@ -77,7 +79,9 @@ interface Rig {
 }
 
 /** A manager wired like the daemon's plane: records go through a real event log into a real SQLite store. */
-async function rig(opts: Partial<DownloadManagerOptions> & { endpoint?: string; token?: string | null } = {}): Promise<Rig> {
+async function rig(
+  opts: Partial<DownloadManagerOptions> & { endpoint?: string; token?: string | null } = {},
+): Promise<Rig> {
   const dataDir = tempDir("downloads-node-");
   const store = await openStore(dataDir);
   const log = new EventLog(store.db, "n1/0");
@@ -141,7 +145,10 @@ describe("downloads from a loopback hub", () => {
   it("retries 5xx answers and a truncated body, resuming the partial file with Range", async () => {
     const r = await rig();
     hub.requests.length = 0;
-    hub.fault(`${LLAMA}/${LLAMA_FILE}`, { kind: "status", status: 503 }, { kind: "truncate", afterBytes: 1_200_000 }, { kind: "status", status: 502 });
+    hub.fault(`${LLAMA}/${LLAMA_FILE}`, { kind: "status", status: 503 }, {
+      kind: "truncate",
+      afterBytes: 1_200_000,
+    }, { kind: "status", status: 502 });
     const dir = await r.manager.ensure(card(LLAMA));
     expect(sha(`${dir}/${LLAMA_FILE}`)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
     const reqs = fileRequests(LLAMA_FILE);
@@ -199,7 +206,11 @@ describe("downloads from a loopback hub", () => {
     // With the token the same node succeeds, and the record is cleared (kept, not deleted).
     const ok = await rig({ endpoint: gated.url, token: "hf_secret" });
     await ok.manager.ensure(card(LLAMA));
-    expect(gated.requests.filter((q) => q.path.includes("/resolve/")).every((q) => q.authorization === "Bearer hf_secret")).toBe(true);
+    expect(
+      gated.requests.filter((q) => q.path.includes("/resolve/")).every((q) =>
+        q.authorization === "Bearer hf_secret"
+      ),
+    ).toBe(true);
   });
 
   it("offline: uses what is on disk without asking the hub, and names what is missing", async () => {
@@ -213,10 +224,16 @@ describe("downloads from a loopback hub", () => {
     Deno.renameSync(`${dir}/${LLAMA_FILE}`, `${dir}/${LLAMA_FILE}.partial`);
     Deno.truncateSync(`${dir}/${LLAMA_FILE}.partial`, 1000);
     const err = await offline.manager.ensure(card(LLAMA)).catch((e) => e);
-    expect(err.message).toMatch(new RegExp(`offline mode.*missing ${LLAMA_FILE.replaceAll(".", "\\.")} \\(1000 of 3000000 bytes on disk\\)`));
+    expect(err.message).toMatch(
+      new RegExp(
+        `offline mode.*missing ${LLAMA_FILE.replaceAll(".", "\\.")} \\(1000 of 3000000 bytes on disk\\)`,
+      ),
+    );
     expect(Object.keys(offline.records.at(-1)!)[0]).toBe("DownloadFailed");
     const none = await offline.manager.ensure(card(VL)).catch((e) => e);
-    expect(none.message).toMatch(/offline mode.*no files of bartowski\/Qwen2-VL-2B-Instruct-GGUF are on disk/);
+    expect(none.message).toMatch(
+      /offline mode.*no files of bartowski\/Qwen2-VL-2B-Instruct-GGUF are on disk/,
+    );
     expect(hub.requests).toEqual([]);
   });
 
@@ -226,7 +243,9 @@ describe("downloads from a loopback hub", () => {
     cleanups.push(() => hub.always(`${LLAMA}/${LLAMA_FILE}`, null));
     const run = r.manager.ensure(card(LLAMA));
     const partial = `${r.modelsDir}/unsloth--Llama-3.2-1B-Instruct-GGUF/${LLAMA_FILE}.partial`;
-    while (!exists(partial) || Deno.statSync(partial).size < 200_000) await new Promise((res) => setTimeout(res, 50));
+    while (!exists(partial) || Deno.statSync(partial).size < 200_000) {
+      await new Promise((res) => setTimeout(res, 50));
+    }
     expect(r.manager.inFlight()).toEqual([LLAMA]);
     expect(await r.manager.cancel(LLAMA, "cancelled: placement torn down")).toBe(true);
     expect(await run.catch((e) => e)).toBeInstanceOf(DownloadCancelled);
@@ -235,7 +254,9 @@ describe("downloads from a loopback hub", () => {
     expect(Object.keys(last)[0]).toBe("DownloadPending");
     const kept = Deno.statSync(partial).size;
     const configSize = Deno.statSync(`${llamaDir}/config.json`).size; // fetched in parallel, complete by now
-    expect((last as Extract<DownloadProgress, { DownloadPending: unknown }>).DownloadPending.downloaded.inBytes).toBe(kept + configSize);
+    expect(
+      (last as Extract<DownloadProgress, { DownloadPending: unknown }>).DownloadPending.downloaded.inBytes,
+    ).toBe(kept + configSize);
 
     // The partial's lock went with the cancelled download: a new one takes it and resumes from it.
     hub.always(`${LLAMA}/${LLAMA_FILE}`, null);
@@ -249,7 +270,10 @@ describe("downloads from a loopback hub", () => {
 /** Mounts a small tmpfs, or returns null where this sandbox may not mount. */
 function mountTmpfs(dir: string, size: string): boolean {
   Deno.mkdirSync(dir, { recursive: true });
-  const out = new Deno.Command("mount", { args: ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir], stderr: "piped" }).outputSync();
+  const out = new Deno.Command("mount", {
+    args: ["-t", "tmpfs", "-o", `size=${size}`, "tmpfs", dir],
+    stderr: "piped",
+  }).outputSync();
   return out.success;
 }
 
@@ -270,7 +294,9 @@ describe("a full disk (a real 2 MiB tmpfs)", () => {
     const err = await r.manager.ensure(card(LLAMA)).catch((e) => e);
     expect(err).toBeInstanceOf(DownloadError);
     expect(err.kind).toBe("disk");
-    expect(err.message).toMatch(/^not enough disk space in .*tmpfs-.*: the download needs 3\.0 MB more and 2\.\d MB is free/);
+    expect(err.message).toMatch(
+      /^not enough disk space in .*tmpfs-.*: the download needs 3\.0 MB more and 2\.\d MB is free/,
+    );
     expect(fileRequests(LLAMA_FILE)).toEqual([]); // failed before any byte was fetched
     const dir = `${mnt}/models/unsloth--Llama-3.2-1B-Instruct-GGUF`;
     expect(exists(`${dir}/${LLAMA_FILE}.partial`)).toBe(false);

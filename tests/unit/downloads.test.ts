@@ -32,7 +32,12 @@ const f = (path: string, size = 10): HubFile => ({ path, size, sha256: null });
 
 describe("filesForCard", () => {
   it("takes only the pinned quant and config.json of a GGUF repo", () => {
-    const listing = [f("Llama-3.2-1B-Instruct-Q4_K_M.gguf"), f("Llama-3.2-1B-Instruct-Q8_0.gguf"), f("config.json"), f("README.md")];
+    const listing = [
+      f("Llama-3.2-1B-Instruct-Q4_K_M.gguf"),
+      f("Llama-3.2-1B-Instruct-Q8_0.gguf"),
+      f("config.json"),
+      f("README.md"),
+    ];
     expect(filesForCard(card("unsloth/Llama-3.2-1B-Instruct-GGUF"), listing).map((x) => x.path))
       .toEqual(["Llama-3.2-1B-Instruct-Q4_K_M.gguf", "config.json"]);
   });
@@ -51,28 +56,49 @@ describe("filesForCard", () => {
 
   it("names the missing shard when a group is incomplete", () => {
     const listing = [f("qwen2.5-7b-instruct-q4_k_m-00001-of-00002.gguf")];
-    expect(() => filesForCard(card("Qwen/Qwen2.5-7B-Instruct-GGUF"), listing)).toThrow(/00002-of-00002.*shard 2 of 2/);
+    expect(() => filesForCard(card("Qwen/Qwen2.5-7B-Instruct-GGUF"), listing)).toThrow(
+      /00002-of-00002.*shard 2 of 2/,
+    );
     expect(() => filesForCard(card("Qwen/Qwen2.5-7B-Instruct-GGUF"), listing)).toThrow(FileSelectionError);
   });
 
   it("adds the projector (smallest precision first) for a vision GGUF card, not for a text-only one", () => {
-    const listing = [f("Qwen2-VL-2B-Instruct-Q4_K_M.gguf"), f("mmproj-Qwen2-VL-2B-Instruct-f32.gguf"), f("mmproj-Qwen2-VL-2B-Instruct-f16.gguf")];
+    const listing = [
+      f("Qwen2-VL-2B-Instruct-Q4_K_M.gguf"),
+      f("mmproj-Qwen2-VL-2B-Instruct-f32.gguf"),
+      f("mmproj-Qwen2-VL-2B-Instruct-f16.gguf"),
+    ];
     expect(filesForCard(card("bartowski/Qwen2-VL-2B-Instruct-GGUF"), listing).map((x) => x.path))
       .toEqual(["Qwen2-VL-2B-Instruct-Q4_K_M.gguf", "mmproj-Qwen2-VL-2B-Instruct-f16.gguf"]);
     const text = [f("Llama-3.2-1B-Instruct-Q4_K_M.gguf"), f("mmproj-x-f16.gguf")];
-    expect(filesForCard(card("unsloth/Llama-3.2-1B-Instruct-GGUF"), text).map((x) => x.path)).toEqual(["Llama-3.2-1B-Instruct-Q4_K_M.gguf"]);
+    expect(filesForCard(card("unsloth/Llama-3.2-1B-Instruct-GGUF"), text).map((x) => x.path)).toEqual([
+      "Llama-3.2-1B-Instruct-Q4_K_M.gguf",
+    ]);
   });
 
   it("takes an MLX repo whole, except original/ and metal/", () => {
     const mlx = catalog.all().find((c) => c.gguf_file === undefined && c.tasks.includes("TextGeneration"))!;
-    const listing = [f("model.safetensors"), f("config.json"), f("original/consolidated.pth"), f("metal/model.bin"), f("tokenizer.json")];
-    expect(filesForCard(mlx, listing).map((x) => x.path)).toEqual(["model.safetensors", "config.json", "tokenizer.json"]);
+    const listing = [
+      f("model.safetensors"),
+      f("config.json"),
+      f("original/consolidated.pth"),
+      f("metal/model.bin"),
+      f("tokenizer.json"),
+    ];
+    expect(filesForCard(mlx, listing).map((x) => x.path)).toEqual([
+      "model.safetensors",
+      "config.json",
+      "tokenizer.json",
+    ]);
   });
 
   it("skips root-level safetensors of image cards", () => {
     const image = catalog.all().find((c) => c.tasks.includes("TextToImage"))!;
     const listing = [f("flux.safetensors"), f("transformer/a.safetensors"), f("model_index.json")];
-    expect(filesForCard(image, listing).map((x) => x.path)).toEqual(["transformer/a.safetensors", "model_index.json"]);
+    expect(filesForCard(image, listing).map((x) => x.path)).toEqual([
+      "transformer/a.safetensors",
+      "model_index.json",
+    ]);
   });
 });
 
@@ -85,7 +111,9 @@ describe("hub", () => {
   });
 
   it("builds resolve URLs with each path segment encoded", () => {
-    expect(resolveUrl({ endpoint: "http://h", revision: "main" }, "org/repo", "dir/a b.gguf")).toBe("http://h/org/repo/resolve/main/dir/a%20b.gguf");
+    expect(resolveUrl({ endpoint: "http://h", revision: "main" }, "org/repo", "dir/a b.gguf")).toBe(
+      "http://h/org/repo/resolve/main/dir/a%20b.gguf",
+    );
   });
 
   it("parses tree listings: LFS sha256 and size win, directories are dropped", () => {
@@ -94,8 +122,14 @@ describe("hub", () => {
       { type: "directory", path: "d", size: 0 },
       { type: "file", path: "d/x.gguf", size: 134, lfs: { oid: sha, size: 5000 } },
       { type: "file", path: "config.json", size: 12, oid: "b".repeat(40) },
-    ])).toEqual([{ path: "d/x.gguf", size: 5000, sha256: sha }, { path: "config.json", size: 12, sha256: null }]);
-    expect(nextPage('<https://h/api/models/x/tree/main?cursor=abc>; rel="next"')).toBe("https://h/api/models/x/tree/main?cursor=abc");
+    ])).toEqual([{ path: "d/x.gguf", size: 5000, sha256: sha }, {
+      path: "config.json",
+      size: 12,
+      sha256: null,
+    }]);
+    expect(nextPage('<https://h/api/models/x/tree/main?cursor=abc>; rel="next"')).toBe(
+      "https://h/api/models/x/tree/main?cursor=abc",
+    );
     expect(nextPage(null)).toBeNull();
   });
 
@@ -144,23 +178,30 @@ describe("retry and disk", () => {
 
 describe("file status on disk", () => {
   const entry = { path: "a.gguf", size: 100, sha256: "c".repeat(64) };
-  it.each([
-    [{ complete: 100, mtimeMs: 5, partial: 0 }, { size: 100, mtimeMs: 5 }, "verified", 100],
-    [{ complete: 100, mtimeMs: 6, partial: 0 }, { size: 100, mtimeMs: 5 }, "unverified", 100],
-    [{ complete: null, mtimeMs: null, partial: 40 }, undefined, "partial", 40],
-    [{ complete: 90, mtimeMs: 1, partial: 0 }, undefined, "absent", 0],
-    [{ complete: null, mtimeMs: null, partial: 101 }, undefined, "absent", 0],
-  ] as const)("%o with mark %o is %s", (disk, mark, state, bytes) => {
+  it.each(
+    [
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, { size: 100, mtimeMs: 5 }, "verified", 100],
+      [{ complete: 100, mtimeMs: 6, partial: 0 }, { size: 100, mtimeMs: 5 }, "unverified", 100],
+      [{ complete: null, mtimeMs: null, partial: 40 }, undefined, "partial", 40],
+      [{ complete: 90, mtimeMs: 1, partial: 0 }, undefined, "absent", 0],
+      [{ complete: null, mtimeMs: null, partial: 101 }, undefined, "absent", 0],
+    ] as const,
+  )("%o with mark %o is %s", (disk, mark, state, bytes) => {
     expect(fileStatus(entry, disk, mark)).toEqual({ state, bytes });
   });
 
   it("trusts a complete file of the right size when the hub gives no hash", () => {
-    expect(fileStatus({ ...entry, sha256: null }, { complete: 100, mtimeMs: 1, partial: 0 }, undefined).state).toBe("verified");
+    expect(fileStatus({ ...entry, sha256: null }, { complete: 100, mtimeMs: 1, partial: 0 }, undefined).state)
+      .toBe("verified");
   });
 });
 
 describe("progress records", () => {
-  const ref = { nodeId: "n1", shardMetadata: fullShard(card("unsloth/Llama-3.2-1B-Instruct-GGUF")), modelDirectory: "/m" };
+  const ref = {
+    nodeId: "n1",
+    shardMetadata: fullShard(card("unsloth/Llama-3.2-1B-Instruct-GGUF")),
+    modelDirectory: "/m",
+  };
   const rule = progress.DEFAULT_THROTTLE;
 
   it.each([
@@ -199,17 +240,33 @@ describe("progress records", () => {
     expect(d.etaMs).toBe(4000);
     expect(d.completedFiles).toBe(1);
     expect(d.files.a.downloaded.inBytes).toBe(600);
-    expect(progress.summarize(p, "m")).toEqual({ modelId: "m", status: "downloading", progress: 1100 / 1500, error: null });
-    expect(progressLine(p, 10)).toMatch(/^\[#######---\]  73%  1\.1 KB \/ 1\.5 KB  100 B\/s  ETA 4s  1\/2 files$/);
+    expect(progress.summarize(p, "m")).toEqual({
+      modelId: "m",
+      status: "downloading",
+      progress: 1100 / 1500,
+      error: null,
+    });
+    expect(progressLine(p, 10)).toBe(
+      "[#######---]  73%  1.1 KB / 1.5 KB  100 B/s  ETA 4s  1/2 files",
+    );
   });
 
   it("opens a failure record on Failed, not twice for the same failure, and clears on Completed", () => {
     const failed = progress.failed(ref, "boom");
-    expect(failureAction(failed, undefined)).toEqual({ kind: "record", nodeId: "n1", modelId: "unsloth/Llama-3.2-1B-Instruct-GGUF", error: "boom" });
+    expect(failureAction(failed, undefined)).toEqual({
+      kind: "record",
+      nodeId: "n1",
+      modelId: "unsloth/Llama-3.2-1B-Instruct-GGUF",
+      error: "boom",
+    });
     expect(failureAction(failed, failed)).toEqual({ kind: "none" });
     expect(failureAction(progress.completed(ref, 5), failed).kind).toBe("clear");
     expect(failureAction(progress.pending(ref, 0, 5), failed).kind).toBe("none");
-    expect(nodesWithFailedDownload({ downloads: { n1: [failed], n2: [progress.completed({ ...ref, nodeId: "n2" }, 5)] } }, "unsloth/Llama-3.2-1B-Instruct-GGUF"))
+    expect(
+      nodesWithFailedDownload({
+        downloads: { n1: [failed], n2: [progress.completed({ ...ref, nodeId: "n2" }, 5)] },
+      }, "unsloth/Llama-3.2-1B-Instruct-GGUF"),
+    )
       .toEqual(["n1"]);
   });
 });

@@ -26,13 +26,54 @@ const StatusResponse = z.object({
   error: z.string().nullable(),
 });
 
-describe({ method: "post", path: "/download/start", summary: "Start downloading a shard's files on a node", tag: "downloads", body: StartBody, response: CommandResponse });
-describe({ method: "delete", path: "/download/:node_id/:model_id", summary: "Cancel a download and delete its files on a node", tag: "downloads", response: CommandResponse });
-describe({ method: "get", path: "/store/downloads", summary: "This node's downloads with status and progress", tag: "store" });
-describe({ method: "get", path: "/store/registry", summary: "Models complete on this node's disk", tag: "store" });
-describe({ method: "post", path: "/store/models/:model_id/download", summary: "Download a catalogue model to this node", tag: "store", body: StoreDownloadBody, response: StatusResponse });
-describe({ method: "get", path: "/store/models/:model_id/download/status", summary: "Status of one model's download on this node", tag: "store", response: StatusResponse });
-describe({ method: "delete", path: "/store/models/:model_id", summary: "Delete a model's files from this node", tag: "store" });
+describe({
+  method: "post",
+  path: "/download/start",
+  summary: "Start downloading a shard's files on a node",
+  tag: "downloads",
+  body: StartBody,
+  response: CommandResponse,
+});
+describe({
+  method: "delete",
+  path: "/download/:node_id/:model_id",
+  summary: "Cancel a download and delete its files on a node",
+  tag: "downloads",
+  response: CommandResponse,
+});
+describe({
+  method: "get",
+  path: "/store/downloads",
+  summary: "This node's downloads with status and progress",
+  tag: "store",
+});
+describe({
+  method: "get",
+  path: "/store/registry",
+  summary: "Models complete on this node's disk",
+  tag: "store",
+});
+describe({
+  method: "post",
+  path: "/store/models/:model_id/download",
+  summary: "Download a catalogue model to this node",
+  tag: "store",
+  body: StoreDownloadBody,
+  response: StatusResponse,
+});
+describe({
+  method: "get",
+  path: "/store/models/:model_id/download/status",
+  summary: "Status of one model's download on this node",
+  tag: "store",
+  response: StatusResponse,
+});
+describe({
+  method: "delete",
+  path: "/store/models/:model_id",
+  summary: "Delete a model's files from this node",
+  tag: "store",
+});
 
 function manager(n: NodeContext): DownloadManager {
   if (!n.downloads) throw unavailable("downloads are not running on this node yet; retry in a moment");
@@ -59,7 +100,11 @@ function recordOf(n: NodeContext, modelId: string) {
 }
 
 /** Starts a download and waits only for its first record; its outcome is published as progress records. */
-async function startInBackground(m: DownloadManager, card: ModelCard, shard = fullShard(card)): Promise<void> {
+async function startInBackground(
+  m: DownloadManager,
+  card: ModelCard,
+  shard = fullShard(card),
+): Promise<void> {
   await m.begin(card, shard);
 }
 
@@ -69,7 +114,10 @@ export const downloadRoutes = new Hono<ApiEnv>()
     const body = await readJson(c, StartBody);
     requireLocal(n, body.targetNodeId);
     if ("RpcDonorShardMetadata" in body.shardMetadata) {
-      throw badRequest("an RPC donor lends memory and holds no model file; donors never download", "shardMetadata");
+      throw badRequest(
+        "an RPC donor lends memory and holds no model file; donors never download",
+        "shardMetadata",
+      );
     }
     const wire = (Object.values(body.shardMetadata)[0] as { modelCard: { modelId: string } }).modelCard;
     let card = n.catalog.get(wire.modelId);
@@ -77,7 +125,10 @@ export const downloadRoutes = new Hono<ApiEnv>()
       try {
         card = parseCard(wire);
       } catch (e) {
-        throw badRequest(`shardMetadata.modelCard is not a valid model card: ${(e as Error).message.split("\n")[0]}`, "shardMetadata");
+        throw badRequest(
+          `shardMetadata.modelCard is not a valid model card: ${(e as Error).message.split("\n")[0]}`,
+          "shardMetadata",
+        );
       }
     }
     await startInBackground(manager(n), card, body.shardMetadata);
@@ -118,22 +169,33 @@ export const downloadRoutes = new Hono<ApiEnv>()
       throw badRequest(`request body is not valid JSON: ${(e as Error).message}`);
     }
     const body = StoreDownloadBody.safeParse(parsed);
-    if (!body.success) throw badRequest("the body may only carry {\"gguf_file\": \"<repo path>\"}", "gguf_file");
-    const card = { ...catalogCard(n, modelId), ...(body.data.gguf_file ? { gguf_file: body.data.gguf_file } : {}) };
+    if (!body.success) throw badRequest('the body may only carry {"gguf_file": "<repo path>"}', "gguf_file");
+    const card = {
+      ...catalogCard(n, modelId),
+      ...(body.data.gguf_file ? { gguf_file: body.data.gguf_file } : {}),
+    };
     await startInBackground(manager(n), card);
     const rec = recordOf(n, modelId);
-    const s = rec ? summarize(rec, modelId) : { modelId, status: "pending" as const, progress: 0, error: null };
+    const s = rec
+      ? summarize(rec, modelId)
+      : { modelId, status: "pending" as const, progress: 0, error: null };
     return c.json({ modelId, status: s.status, progress: s.progress });
   })
   .get("/store/models/:model_id{.+}/download/status", (c) => {
     const n = c.var.node;
     const modelId = c.req.param("model_id");
     const rec = recordOf(n, modelId);
-    if (!rec) throw notFound(`no download of ${modelId} on this node; start one with POST /store/models/${modelId}/download`);
+    if (!rec) {
+      throw notFound(
+        `no download of ${modelId} on this node; start one with POST /store/models/${modelId}/download`,
+      );
+    }
     return c.json(summarize(rec, modelId));
   })
   .delete("/store/models/:model_id{.+}", async (c) => {
     const modelId = c.req.param("model_id");
-    if (!(await manager(c.var.node).remove(modelId))) throw notFound(`model ${modelId} has no files on this node`);
+    if (!(await manager(c.var.node).remove(modelId))) {
+      throw notFound(`model ${modelId} has no files on this node`);
+    }
     return c.json({ modelId, deleted: true });
   });

@@ -1,0 +1,188 @@
+/**
+ * Download benchmark, measured side by side in one run against the loopback fake hub (a separate process):
+ * throughput of the DownloadManager (verified, fsynced) vs `curl` of the same file, and RSS while downloading
+ * a large sparse file (memory must stay flat: the body is streamed, never buffered).
+ *   deno run -A bench/downloads.ts [--size-mb 1024] [--large-gb 3] [--rounds 3]
+ */
+import { parseArgs } from "node:util";
+import { DownloadManager } from "../src/downloads/manager.ts";
+import { Catalog } from "../src/models/catalog.ts";
+import { HubClient } from "../src/models/hub.ts";
+
+const { values } = parseArgs({
+  args: Deno.args,
+  options: {
+    "size-mb": { type: "string", default: "1024" },
+    "large-gb": { type: "string", default: "3" },
+    rounds: { type: "string", default: "3" },
+  },
+});
+const SIZE_MB = Number(values["size-mb"]);
+const LARGE_GB = Number(values["large-gb"]);
+const ROUNDS = Number(values.rounds);
+const REPO = "unsloth/Llama-3.2-1B-Instruct-GGUF";
+const FILE = "Llama-3.2-1B-Instruct-Q4_K_M.gguf";
+const card = Catalog.bundled().get(REPO)!;
+
+const work = Deno.makeTempDirSync({ prefix: "skulk-bench-downloads-" });
+const mb = (n: number) => (n / 1e6).toFixed(1);
+
+async function startHub(dir: string): Promise<{ url: string; stop: () => Promise<void> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      new URL("../tests/helpers/fake-hub.ts", import.meta.url).pathname,
+      `${REPO}=${dir}`,
+    ],
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("fake hub exited before it served");
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  child.stdout.cancel().catch(() => {});
+  return {
+    url: text.trim(),
+    stop: async () => {
+      child.kill("SIGTERM");
+      await child.status;
+    },
+  };
+}
+
+function manager(url: string, modelsDir: string): DownloadManager {
+  return new DownloadManager({
+    nodeId: "bench",
+    modelsDir,
+    hub: new HubClient({ endpoint: url, token: null, revision: "main" }),
+    emit: async () => {},
+  });
+}
+
+async function timeSkulk(url: string, modelsDir: string): Promise<number> {
+  const t0 = performance.now();
+  await manager(url, modelsDir).ensure(card);
+  return (performance.now() - t0) / 1000;
+}
+
+async function timeCurl(url: string, dest: string, fsync: boolean): Promise<number> {
+  const t0 = performance.now();
+  const out = await new Deno.Command("curl", {
+    args: ["-sSf", "-o", dest, `${url}/${REPO}/resolve/main/${FILE}`],
+  }).output();
+  if (!out.success) throw new Error(`curl failed: ${new TextDecoder().decode(out.stderr)}`);
+  if (fsync) {
+    using f = await Deno.open(dest, { read: true, write: true });
+    await f.syncData();
+  }
+  return (performance.now() - t0) / 1000;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function throughput(): Promise<void> {
+  const dir = `${work}/hub-small`;
+  Deno.mkdirSync(dir);
+  const bytes = SIZE_MB * 1_000_000;
+  // Random content: a hash over zeros and a page cache of zeros would flatter both sides.
+  const gen = await new Deno.Command("sh", { args: ["-c", `head -c ${bytes} /dev/urandom > ${dir}/${FILE}`] })
+    .output();
+  if (!gen.success) throw new Error("could not write the fixture");
+  const hub = await startHub(dir);
+  try {
+    const skulkT: number[] = [], curlT: number[] = [], curlSyncT: number[] = [];
+    for (let i = 0; i < ROUNDS; i++) {
+      // Alternate the order so neither side always meets a warmer cache.
+      const runs: [string, () => Promise<number>][] = [
+        ["skulk", () => timeSkulk(hub.url, `${work}/m-${i}`)],
+        ["curl", () => timeCurl(hub.url, `${work}/curl-${i}`, false)],
+        ["curl+fsync", () => timeCurl(hub.url, `${work}/curlsync-${i}`, true)],
+      ];
+      if (i % 2 === 1) runs.reverse();
+      for (const [name, run] of runs) {
+        const s = await run();
+        (name === "skulk" ? skulkT : name === "curl" ? curlT : curlSyncT).push(s);
+      }
+      for (const p of [`${work}/m-${i}`, `${work}/curl-${i}`, `${work}/curlsync-${i}`]) {
+        Deno.removeSync(p, { recursive: true });
+      }
+    }
+    const rate = (s: number) => bytes / s;
+    const [sk, cu, cs] = [median(skulkT), median(curlT), median(curlSyncT)];
+    console.log(`throughput, ${SIZE_MB} MB random file over loopback, median of ${ROUNDS}:`);
+    console.log(`  skulk (sha256 + size verified, fsync, rename): ${mb(rate(sk))} MB/s (${sk.toFixed(2)} s)`);
+    console.log(`  curl -o file:                                  ${mb(rate(cu))} MB/s (${cu.toFixed(2)} s)`);
+    console.log(`  curl -o file + fsync:                          ${mb(rate(cs))} MB/s (${cs.toFixed(2)} s)`);
+    console.log(
+      `  ratio skulk/curl = ${(rate(sk) / rate(cu)).toFixed(2)}   ratio skulk/(curl+fsync) = ${
+        (rate(sk) / rate(cs)).toFixed(2)
+      }   (target >= 0.9)`,
+    );
+  } finally {
+    await hub.stop();
+    Deno.removeSync(dir, { recursive: true });
+  }
+}
+
+async function memory(): Promise<void> {
+  const dir = `${work}/hub-large`;
+  Deno.mkdirSync(dir);
+  const bytes = LARGE_GB * 1_000_000_000;
+  Deno.writeFileSync(`${dir}/${FILE}`, new Uint8Array());
+  Deno.truncateSync(`${dir}/${FILE}`, bytes); // sparse: costs no disk on the server side
+  const hub = await startHub(dir);
+  const modelsDir = `${work}/m-large`;
+  try {
+    const before = Deno.memoryUsage().rss;
+    const samples: { at: number; rss: number; bytes: number }[] = [];
+    const partial = `${modelsDir}/unsloth--Llama-3.2-1B-Instruct-GGUF/${FILE}.partial`;
+    const t0 = performance.now();
+    const timer = setInterval(() => {
+      let got = 0;
+      try {
+        got = Deno.statSync(partial).size;
+      } catch { /* not yet, or renamed */ }
+      samples.push({ at: performance.now() - t0, rss: Deno.memoryUsage().rss, bytes: got });
+    }, 100);
+    await manager(hub.url, modelsDir).ensure(card);
+    clearInterval(timer);
+    const secs = (performance.now() - t0) / 1000;
+    const during = samples.filter((s) => s.bytes > 0);
+    const peak = Math.max(...during.map((s) => s.rss));
+    const firstQuarter = during.filter((s) => s.bytes < bytes / 4).map((s) => s.rss);
+    const lastQuarter = during.filter((s) => s.bytes > (3 * bytes) / 4).map((s) => s.rss);
+    console.log(
+      `memory, ${LARGE_GB} GB sparse file (${(bytes / 2 ** 20).toFixed(0)} MiB) streamed in ${
+        secs.toFixed(1)
+      } s (${mb(bytes / secs)} MB/s):`,
+    );
+    console.log(
+      `  RSS before ${mb(before)} MB; during: peak ${mb(peak)} MB, median first quarter ${
+        mb(median(firstQuarter))
+      } MB, median last quarter ${mb(median(lastQuarter))} MB`,
+    );
+    console.log(
+      `  peak RSS growth ${mb(peak - before)} MB for ${mb(bytes)} MB downloaded (${
+        ((peak - before) / bytes * 100).toFixed(3)
+      } % of the file); ${during.length} samples`,
+    );
+  } finally {
+    await hub.stop();
+    Deno.removeSync(dir, { recursive: true });
+    Deno.removeSync(modelsDir, { recursive: true });
+  }
+}
+
+try {
+  await throughput();
+  await memory();
+} finally {
+  Deno.removeSync(work, { recursive: true });
+}
