@@ -27,8 +27,9 @@ const card = Catalog.bundled().get(REPO)!;
 const work = Deno.makeTempDirSync({ prefix: "skulk-bench-downloads-" });
 const mb = (n: number) => (n / 1e6).toFixed(1);
 
-async function startHub(dir: string): Promise<{ url: string; stop: () => Promise<void> }> {
+async function startHub(dir: string, noHashes = false): Promise<{ url: string; stop: () => Promise<void> }> {
   const child = new Deno.Command(Deno.execPath(), {
+    env: noHashes ? { FAKE_HUB_NO_HASHES: "1" } : {},
     args: [
       "run",
       "-A",
@@ -85,6 +86,7 @@ async function timeCurl(url: string, dest: string, fsync: boolean): Promise<numb
   return (performance.now() - t0) / 1000;
 }
 
+const loadavg = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function throughput(): Promise<void> {
@@ -92,41 +94,40 @@ async function throughput(): Promise<void> {
   Deno.mkdirSync(dir);
   const bytes = SIZE_MB * 1_000_000;
   // Random content: a hash over zeros and a page cache of zeros would flatter both sides.
-  const gen = await new Deno.Command("sh", { args: ["-c", `head -c ${bytes} /dev/urandom > ${dir}/${FILE}`] })
-    .output();
+  const gen = await new Deno.Command("sh", { args: ["-c", `head -c ${bytes} /dev/urandom > ${dir}/${FILE}`] }).output();
   if (!gen.success) throw new Error("could not write the fixture");
   const hub = await startHub(dir);
+  const sizeOnly = await startHub(dir, true);
   try {
-    const skulkT: number[] = [], curlT: number[] = [], curlSyncT: number[] = [];
+    const times: Record<string, number[]> = { skulk: [], "skulk-size-only": [], curl: [], "curl+fsync": [] };
     for (let i = 0; i < ROUNDS; i++) {
       // Alternate the order so neither side always meets a warmer cache.
       const runs: [string, () => Promise<number>][] = [
         ["skulk", () => timeSkulk(hub.url, `${work}/m-${i}`)],
         ["curl", () => timeCurl(hub.url, `${work}/curl-${i}`, false)],
+        ["skulk-size-only", () => timeSkulk(sizeOnly.url, `${work}/s-${i}`)],
         ["curl+fsync", () => timeCurl(hub.url, `${work}/curlsync-${i}`, true)],
       ];
       if (i % 2 === 1) runs.reverse();
-      for (const [name, run] of runs) {
-        const s = await run();
-        (name === "skulk" ? skulkT : name === "curl" ? curlT : curlSyncT).push(s);
-      }
-      for (const p of [`${work}/m-${i}`, `${work}/curl-${i}`, `${work}/curlsync-${i}`]) {
+      for (const [name, run] of runs) times[name].push(await run());
+      for (const p of [`${work}/m-${i}`, `${work}/s-${i}`, `${work}/curl-${i}`, `${work}/curlsync-${i}`]) {
         Deno.removeSync(p, { recursive: true });
       }
     }
-    const rate = (s: number) => bytes / s;
-    const [sk, cu, cs] = [median(skulkT), median(curlT), median(curlSyncT)];
-    console.log(`throughput, ${SIZE_MB} MB random file over loopback, median of ${ROUNDS}:`);
-    console.log(`  skulk (sha256 + size verified, fsync, rename): ${mb(rate(sk))} MB/s (${sk.toFixed(2)} s)`);
-    console.log(`  curl -o file:                                  ${mb(rate(cu))} MB/s (${cu.toFixed(2)} s)`);
-    console.log(`  curl -o file + fsync:                          ${mb(rate(cs))} MB/s (${cs.toFixed(2)} s)`);
-    console.log(
-      `  ratio skulk/curl = ${(rate(sk) / rate(cu)).toFixed(2)}   ratio skulk/(curl+fsync) = ${
-        (rate(sk) / rate(cs)).toFixed(2)
-      }   (target >= 0.9)`,
-    );
+    const rate = (name: string) => bytes / median(times[name]);
+    const line = (label: string, name: string) =>
+      console.log(`  ${label.padEnd(46)} ${mb(rate(name))} MB/s (${median(times[name]).toFixed(2)} s)`);
+    console.log(`throughput, ${SIZE_MB} MB random file over loopback, median of ${ROUNDS} (load average ${loadavg()}):`);
+    line("skulk (sha256 + size verified, fsync, rename):", "skulk");
+    line("skulk (size only: the hub gives no hash):", "skulk-size-only");
+    line("curl -o file:", "curl");
+    line("curl -o file, then fsync:", "curl+fsync");
+    const r = (a: string, b: string) => (rate(a) / rate(b)).toFixed(2);
+    console.log(`  ratio skulk/curl = ${r("skulk", "curl")}; skulk/(curl+fsync) = ${r("skulk", "curl+fsync")}; ` +
+      `size-only/curl = ${r("skulk-size-only", "curl")}   (target >= 0.9)`);
   } finally {
     await hub.stop();
+    await sizeOnly.stop();
     Deno.removeSync(dir, { recursive: true });
   }
 }
