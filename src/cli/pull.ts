@@ -10,7 +10,8 @@ import { downloadModelId } from "../cluster/downloads.ts";
 import { clearFailures, failureAction, recordFailure } from "../downloads/failures.ts";
 import { DownloadCancelled } from "../downloads/errors.ts";
 import { DownloadManager } from "../downloads/manager.ts";
-import { managerSettings, modelsDirOf } from "../downloads/plane.ts";
+import { managerSettings } from "../downloads/plane.ts";
+import { modelsDir as modelsDirOf } from "../worker/model-files.ts";
 import { Catalog } from "../models/catalog.ts";
 import { HubClient, hubOptionsFromEnv } from "../models/hub.ts";
 import { loadOrCreateIdentity } from "../node/identity.ts";
@@ -188,7 +189,9 @@ export function registerPull(models: Command): void {
     });
   common(
     models.command("rm")
-      .description("delete a model's files from this node (cancels its download)")
+      .description(
+        "delete a model's downloaded files from this node, cancelling its download (the card stays; 'models remove' deletes a custom card)",
+      )
       .argument("<model-id>", "model id"),
   )
     .action(async (modelId: string, flags: Flags) => {

@@ -7,6 +7,7 @@ import { makeEvent } from "../cluster/events.ts";
 import { downloadModelId } from "../cluster/downloads.ts";
 import type { Plane } from "../daemon/node.ts";
 import { logger } from "../log/mod.ts";
+import { modelsDir } from "../worker/model-files.ts";
 import { HubClient, hubOptionsFromEnv } from "../models/hub.ts";
 import type { NodeContext } from "../node/context.ts";
 import { isDiskFailure } from "./disk.ts";
@@ -15,10 +16,6 @@ import { DownloadManager } from "./manager.ts";
 import { DEFAULT_RETRY } from "./retry.ts";
 
 const log = logger("downloads");
-
-export function modelsDirOf(config: Pick<Config, "modelsDir" | "dataDir">): string {
-  return config.modelsDir ?? `${config.dataDir}/models`;
-}
 
 const truthy = (v: string | undefined) =>
   v !== undefined && ["1", "true", "yes", "on"].includes(v.trim().toLowerCase());
@@ -58,7 +55,7 @@ export function downloadPlane(
       ctx.log.onApplied(failureRecorder(db));
       manager = new DownloadManager({
         nodeId: ctx.nodeId,
-        modelsDir: modelsDirOf(config),
+        modelsDir: modelsDir(config),
         hub: new HubClient(hubOptionsFromEnv(env)),
         ...managerSettings(env),
         emit: (p) => ctx.submit(makeEvent("NodeDownloadProgress", { downloadProgress: p })),
