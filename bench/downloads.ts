@@ -94,7 +94,8 @@ async function throughput(): Promise<void> {
   Deno.mkdirSync(dir);
   const bytes = SIZE_MB * 1_000_000;
   // Random content: a hash over zeros and a page cache of zeros would flatter both sides.
-  const gen = await new Deno.Command("sh", { args: ["-c", `head -c ${bytes} /dev/urandom > ${dir}/${FILE}`] }).output();
+  const gen = await new Deno.Command("sh", { args: ["-c", `head -c ${bytes} /dev/urandom > ${dir}/${FILE}`] })
+    .output();
   if (!gen.success) throw new Error("could not write the fixture");
   const hub = await startHub(dir);
   const sizeOnly = await startHub(dir, true);
@@ -117,14 +118,18 @@ async function throughput(): Promise<void> {
     const rate = (name: string) => bytes / median(times[name]);
     const line = (label: string, name: string) =>
       console.log(`  ${label.padEnd(46)} ${mb(rate(name))} MB/s (${median(times[name]).toFixed(2)} s)`);
-    console.log(`throughput, ${SIZE_MB} MB random file over loopback, median of ${ROUNDS} (load average ${loadavg()}):`);
+    console.log(
+      `throughput, ${SIZE_MB} MB random file over loopback, median of ${ROUNDS} (load average ${loadavg()}):`,
+    );
     line("skulk (sha256 + size verified, fsync, rename):", "skulk");
     line("skulk (size only: the hub gives no hash):", "skulk-size-only");
     line("curl -o file:", "curl");
     line("curl -o file, then fsync:", "curl+fsync");
     const r = (a: string, b: string) => (rate(a) / rate(b)).toFixed(2);
-    console.log(`  ratio skulk/curl = ${r("skulk", "curl")}; skulk/(curl+fsync) = ${r("skulk", "curl+fsync")}; ` +
-      `size-only/curl = ${r("skulk-size-only", "curl")}   (target >= 0.9)`);
+    console.log(
+      `  ratio skulk/curl = ${r("skulk", "curl")}; skulk/(curl+fsync) = ${r("skulk", "curl+fsync")}; ` +
+        `size-only/curl = ${r("skulk-size-only", "curl")}   (target >= 0.9)`,
+    );
   } finally {
     await hub.stop();
     await sizeOnly.stop();

@@ -228,6 +228,10 @@ if (import.meta.main) {
   const repos = Object.fromEntries(
     Deno.args.filter((a) => a.includes("=")).map((a) => a.split("=", 2) as [string, string]),
   );
-  const hub = await startFakeHub({ repos, port: Number(Deno.env.get("FAKE_HUB_PORT") ?? 0), noHashes: Deno.env.get("FAKE_HUB_NO_HASHES") === "1" });
+  const hub = await startFakeHub({
+    repos,
+    port: Number(Deno.env.get("FAKE_HUB_PORT") ?? 0),
+    noHashes: Deno.env.get("FAKE_HUB_NO_HASHES") === "1",
+  });
   console.log(hub.url);
 }
