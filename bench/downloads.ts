@@ -110,7 +110,12 @@ async function throughput(): Promise<void> {
         ["curl+fsync", () => timeCurl(hub.url, `${work}/curlsync-${i}`, true)],
       ];
       if (i % 2 === 1) runs.reverse();
-      for (const [name, run] of runs) times[name].push(await run());
+      for (const [name, run] of runs) {
+        // Each run starts with no dirty pages left by the one before (curl leaves its file to the kernel's
+        // writeback, which would otherwise slow whichever run comes next).
+        await new Deno.Command("sync").output();
+        times[name].push(await run());
+      }
       for (const p of [`${work}/m-${i}`, `${work}/s-${i}`, `${work}/curl-${i}`, `${work}/curlsync-${i}`]) {
         Deno.removeSync(p, { recursive: true });
       }

@@ -71,6 +71,11 @@ export async function sha256File(path: string, signal?: AbortSignal): Promise<st
   return hash.digest("hex");
 }
 
+async function syncHandle(path: string): Promise<void> {
+  using f = await Deno.open(path, { read: true });
+  await f.syncData();
+}
+
 async function writeAll(file: Deno.FsFile, chunk: Uint8Array): Promise<void> {
   let off = 0;
   while (off < chunk.length) off += await file.write(chunk.subarray(off));
@@ -211,8 +216,8 @@ async function streamInto(
   }
   if (!res.body) return offset;
   const reader = res.body.getReader();
-  // Network chunks (often 64 KiB) are gathered into one of two buffers; one buffer is written while the
-  // other fills and the chunk is hashed, so network, disk and hashing overlap in a fixed 2 x 4 MiB.
+  // Network chunks (often 64 KiB) are gathered into one of two buffers; one buffer is written and hashed
+  // while the other fills, so network, disk and hashing overlap in a fixed 2 x 4 MiB.
   const buffers = [new Uint8Array(WRITE_BUFFER_BYTES), new Uint8Array(WRITE_BUFFER_BYTES)];
   let current = 0;
   let fill = 0;
@@ -228,12 +233,16 @@ async function streamInto(
     const buf = buffers[current].subarray(0, fill);
     const at = offset;
     writing = writeAll(file, buf).then(() => o.onBytes?.(at));
+    // The write runs on Deno's I/O threads while this thread hashes the same (unchanging) buffer.
+    hash?.update(buf);
     unsynced += fill;
     current = 1 - current;
     fill = 0;
     if (unsynced >= SYNC_EVERY_BYTES && syncing === null) {
       unsynced = 0;
-      syncing = writing.then(() => file.syncData()).finally(() => (syncing = null));
+      // Through a second handle: Deno runs one op at a time per file resource, and a sync on the writing
+      // handle would hold up the next write; fdatasync on any handle flushes the file's pages.
+      syncing = writing.then(() => syncHandle(partialPath(o.dest))).finally(() => (syncing = null));
     }
   };
   try {
@@ -245,7 +254,6 @@ async function streamInto(
       if (o.size !== null && offset + value.length > o.size) {
         throw new DownloadError(`server sent more than the expected ${o.size} bytes`, "retry");
       }
-      hash?.update(value);
       let used = 0;
       while (used < value.length) {
         const n = Math.min(value.length - used, WRITE_BUFFER_BYTES - fill);
