@@ -86,24 +86,6 @@ function isNoSpace(e: unknown): boolean {
   return /no space left|os error 28|ENOSPC|quota exceeded|os error 122/i.test(msg);
 }
 
-async function readWithTimeout(
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-  ms: number,
-): Promise<ReadableStreamReadResult<Uint8Array>> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new DownloadError(`no data for ${Math.round(ms / 1000)} s; connection stalled`, "retry")),
-      ms,
-    );
-  });
-  try {
-    return await Promise.race([reader.read(), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /**
  * Fetches `url` into `dest`. Throws DownloadError: kind "retry" for what another attempt may fix (5xx,
  * resets, stalls, a short body, a bad hash), "fatal" for what it will not (401/403/404), "disk" for a full disk
@@ -245,12 +227,28 @@ async function streamInto(
       syncing = writing.then(() => syncHandle(partialPath(o.dest))).finally(() => (syncing = null));
     }
   };
+  // One watchdog per response, not a timer per chunk: a stalled connection is cancelled and retried.
+  let lastData = performance.now();
+  let stalled = false;
+  const timeoutMs = o.readTimeoutMs;
+  const watchdog = timeoutMs
+    ? setInterval(() => {
+      if (performance.now() - lastData < timeoutMs) return;
+      stalled = true;
+      reader.cancel().catch(() => {});
+    }, Math.min(1000, timeoutMs))
+    : undefined;
   try {
     for (;;) {
-      const { done, value } = o.readTimeoutMs
-        ? await readWithTimeout(reader, o.readTimeoutMs)
-        : await reader.read();
+      const { done, value } = await reader.read();
+      if (stalled) {
+        throw new DownloadError(
+          `no data for ${Math.round(timeoutMs! / 1000)} s; connection stalled`,
+          "retry",
+        );
+      }
       if (done) break;
+      lastData = performance.now();
       if (o.size !== null && offset + value.length > o.size) {
         throw new DownloadError(`server sent more than the expected ${o.size} bytes`, "retry");
       }
@@ -264,7 +262,7 @@ async function streamInto(
         if (fill === WRITE_BUFFER_BYTES) await flush();
       }
       // A slow link still reaches the disk (and the progress records) often.
-      if (fill > 0 && performance.now() - flushedAt >= FLUSH_INTERVAL_MS) await flush();
+      if (fill > 0 && lastData - flushedAt >= FLUSH_INTERVAL_MS) await flush();
     }
     await flush();
     await writing;
@@ -278,6 +276,7 @@ async function streamInto(
     if (e instanceof DownloadError || isNoSpace(e)) throw e;
     throw new DownloadError(`connection lost at ${offset} bytes: ${(e as Error).message}`, "retry");
   } finally {
+    clearInterval(watchdog);
     reader.cancel().catch(() => {});
   }
   return offset;

@@ -12,6 +12,8 @@ export type Fault =
   | { kind: "truncate"; afterBytes: number }
   /** Sends the body at about this many bytes per second. */
   | { kind: "slow"; bytesPerSecond: number }
+  /** Sends this many bytes, then nothing more while keeping the connection open. */
+  | { kind: "stall"; afterBytes: number }
   /** Flips a byte in the body (the hash check must catch it). */
   | { kind: "corrupt" }
   /** Ignores the Range header and sends the whole file with 200. */
@@ -79,6 +81,7 @@ function bodyStream(
   let f: Deno.FsFile | null = null;
   let pos = start;
   let sent = 0;
+  let wake: ((v: unknown) => void) | undefined;
   const chunk = fault?.kind === "slow"
     ? Math.max(1, Math.min(64 * 1024, Math.floor(fault.bytesPerSecond / 10)))
     : 1 << 20;
@@ -96,8 +99,14 @@ function bodyStream(
         ctrl.error(new Error("injected truncation"));
         return;
       }
+      if (fault?.kind === "stall" && sent >= fault.afterBytes) {
+        await new Promise((r) => (wake = r)); // until the client gives up and cancels
+        return;
+      }
       let want = Math.min(chunk, end - pos + 1);
-      if (fault?.kind === "truncate") want = Math.min(want, fault.afterBytes - sent);
+      if (fault?.kind === "truncate" || fault?.kind === "stall") {
+        want = Math.min(want, fault.afterBytes - sent);
+      }
       const buf = new Uint8Array(want);
       let got = 0;
       while (got < want) {
@@ -114,6 +123,7 @@ function bodyStream(
       ctrl.enqueue(buf.subarray(0, got));
     },
     cancel() {
+      wake?.(undefined);
       f?.close();
     },
   }, { highWaterMark: 0 });

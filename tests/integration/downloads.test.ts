@@ -158,6 +158,17 @@ describe("downloads from a loopback hub", () => {
     expect(resumedAt).toBeLessThanOrEqual(1_200_000);
   });
 
+  it("gives up on a stalled connection and resumes on a new one", async () => {
+    const r = await rig({ readTimeoutMs: 300 });
+    hub.requests.length = 0;
+    hub.fault(`${LLAMA}/${LLAMA_FILE}`, { kind: "stall", afterBytes: 700_000 });
+    const dir = await r.manager.ensure(card(LLAMA));
+    expect(sha(`${dir}/${LLAMA_FILE}`)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
+    const reqs = fileRequests(LLAMA_FILE);
+    expect(reqs.length).toBe(2);
+    expect(reqs[1].range).toBe("bytes=700000-");
+  });
+
   it("detects a corrupted body by sha256 and fetches the file again", async () => {
     const r = await rig();
     hub.requests.length = 0;
