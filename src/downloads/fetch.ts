@@ -27,7 +27,7 @@ export interface FetchFileResult {
   resumedFrom: number;
 }
 
-const SYNC_EVERY_BYTES = 64 * 1024 * 1024;
+const SYNC_EVERY_BYTES = 16 * 1024 * 1024;
 const WRITE_BUFFER_BYTES = 4 * 1024 * 1024;
 const FLUSH_INTERVAL_MS = 250;
 
