@@ -282,7 +282,7 @@ export class DownloadManager {
         // What is on disk is published before the hub is asked, so progress never falls back to zero.
         const t = progress.sumTally(await this.#tally(dir, cached));
         await this.#emitNow(progress.pending(ref, t.downloaded, t.total));
-      } else await this.#emitNow(progress.pending(ref, 0, card.storage_size.in_bytes));
+      } else await this.#emitNow(progress.pending(ref, 0, card.storage_size?.in_bytes ?? 0));
       onStarted();
       files = await this.#listFiles(card, cached, signal);
       const manifest: Manifest = {
