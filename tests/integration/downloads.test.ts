@@ -292,14 +292,18 @@ function unmount(dir: string): void {
   new Deno.Command("umount", { args: [dir] }).outputSync();
 }
 
+/** A fresh 2 MiB tmpfs, unmounted after the test; null where mounting is not permitted. */
+function smallDisk(): string | null {
+  const mnt = `${root}/tmpfs-${crypto.randomUUID().slice(0, 8)}`;
+  if (!mountTmpfs(mnt, "2m")) return null;
+  cleanups.push(() => unmount(mnt));
+  return mnt;
+}
+
 describe("a full disk (a real 2 MiB tmpfs)", () => {
   it("fails at once with a clean record and no partial, and the record clears after a later success", async (t) => {
-    const mnt = `${root}/tmpfs-${crypto.randomUUID().slice(0, 8)}`;
-    if (!mountTmpfs(mnt, "2m")) {
-      t.skip("mount is not permitted here; the disk check is covered with the statfs probe in unit tests");
-      return;
-    }
-    cleanups.push(() => unmount(mnt));
+    const mnt = smallDisk();
+    if (!mnt) return t.skip("mount is not permitted here; the disk verdict is covered by the unit tests");
     const r = await rig({ modelsDir: `${mnt}/models` });
     hub.requests.length = 0;
     const err = await r.manager.ensure(card(LLAMA)).catch((e) => e);
@@ -326,12 +330,8 @@ describe("a full disk (a real 2 MiB tmpfs)", () => {
   });
 
   it("a disk that fills while writing (free space misreported) leaves no partial and a clear record", async (t) => {
-    const mnt = `${root}/tmpfs-${crypto.randomUUID().slice(0, 8)}`;
-    if (!mountTmpfs(mnt, "2m")) {
-      t.skip("mount is not permitted here");
-      return;
-    }
-    cleanups.push(() => unmount(mnt));
+    const mnt = smallDisk();
+    if (!mnt) return t.skip("mount is not permitted here; the disk verdict is covered by the unit tests");
     // The probe lies (as on some network filesystems), so the write itself hits ENOSPC.
     const r = await rig({ modelsDir: `${mnt}/models`, freeSpace: () => Promise.resolve(1e12) });
     const err = await r.manager.ensure(card(LLAMA)).catch((e) => e);
