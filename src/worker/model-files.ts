@@ -1,9 +1,14 @@
 /**
  * Where a shard's model file is on this node: a registered local GGUF (`gguf_path`), else the card's
- * file under the models dir (`<models-dir>/<org>--<name>/<gguf_file>`). Downloading is the downloads plane's.
+ * file under the models dir (`<models-dir>/<org>--<name>/<gguf_file>`), else downloaded by this node's
+ * download manager (only a driver asks: a donor never touches the file).
  */
+import type { ShardMetadata } from "../cluster/instances.ts";
 import type { Config } from "../config/schema.ts";
+import { DownloadCancelled } from "../downloads/errors.ts";
+import { ggufPath } from "../downloads/manager.ts";
 import { type ModelCard, normalizeModelId } from "../models/card.ts";
+import type { NodeContext } from "../node/context.ts";
 
 export function modelsDir(config: Config): string {
   return config.modelsDir ?? `${config.dataDir}/models`;
@@ -22,4 +27,23 @@ export async function resolveModelFile(card: ModelCard, config: Config): Promise
     } catch { /* try the next */ }
   }
   return { error: `the model file for ${card.model_id} is not on this node (looked for ${candidates.join(", ")}); download it first` };
+}
+
+/** The local file, fetching it first when the card names a hub file that is not here yet. */
+export async function obtainModelFile(
+  ctx: NodeContext,
+  card: ModelCard,
+  shard: ShardMetadata,
+  signal: AbortSignal,
+): Promise<{ path: string } | { error: string }> {
+  const local = await resolveModelFile(card, ctx.config);
+  if ("path" in local || card.gguf_path || !card.gguf_file || !ctx.downloads) return local;
+  try {
+    const dir = await ctx.downloads.ensure(card, shard, { signal });
+    const path = ggufPath(dir, card);
+    return path ? { path } : { error: `the download of ${card.model_id} finished without its GGUF file ${card.gguf_file}` };
+  } catch (e) {
+    if (e instanceof DownloadCancelled) return { error: `the download of ${card.model_id} was cancelled` };
+    return { error: `download failed: ${(e as Error).message}` };
+  }
 }

@@ -17,7 +17,7 @@ import { logger } from "../log/mod.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
-import { resolveModelFile } from "./model-files.ts";
+import { obtainModelFile } from "./model-files.ts";
 
 const log = logger("worker");
 
@@ -35,6 +35,8 @@ export interface LocalRunner {
   engine: EngineProcess | null;
   /** Why the runner failed, with the engine's log tail. */
   failure: string | null;
+  /** Aborted when the runner is stopped: cancels its download or start. */
+  abort: AbortController;
 }
 
 export class Worker implements Plane {
@@ -88,6 +90,7 @@ export class Worker implements Plane {
       contextTokens: body.contextTokenLimit ?? DEFAULT_CONTEXT,
       engine: null,
       failure: null,
+      abort: new AbortController(),
     };
     this.#runners.set(a.runnerId, runner);
     void this.#startRunner(runner, a.shard);
@@ -124,7 +127,7 @@ export class Worker implements Plane {
     if (!engines.llamaServer) {
       return this.#fail(runner, "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`");
     }
-    const file = await resolveModelFile(card, this.#ctx.config);
+    const file = await obtainModelFile(this.#ctx, card, shard, runner.abort.signal);
     if ("error" in file) return this.#fail(runner, file.error);
     if (this.#stopped || phase() !== "starting") return;
     const port = this.#ports.allocate();
@@ -156,6 +159,7 @@ export class Worker implements Plane {
   async #stopRunner(runner: LocalRunner, reason: string, report: boolean): Promise<void> {
     runner.phase = "stopping";
     runner.baseUrl = null;
+    runner.abort.abort();
     log.info("stopping runner {runnerId}: {reason}", { runnerId: runner.runnerId, reason });
     await runner.engine?.stop();
     this.#runners.delete(runner.runnerId);
