@@ -18,7 +18,8 @@ export function nodeUrl(flags: { url?: string; dataDir?: string; apiPort?: strin
   if (flags.url) return flags.url.replace(/\/$/, "");
   const { config } = loadConfig({ dataDir: flags.dataDir, apiPort: flags.apiPort, config: flags.config });
   const owner = liveOwner(config.dataDir);
-  const port = flags.apiPort ?? owner?.apiPort ?? config.apiPort;
+  // A lock's port is 0 for the moment between taking the lock and binding an OS-chosen port.
+  const port = flags.apiPort ?? (owner?.apiPort || undefined) ?? config.apiPort;
   const host = owner && !["0.0.0.0", "::"].includes(owner.apiHost) ? owner.apiHost : "127.0.0.1";
   return `http://${host}:${port}`;
 }

@@ -154,7 +154,8 @@ describe("cluster over loopback", () => {
     // The daemon re-executed itself detached; find it through its data dir's lock.
     const owner = await waitFor("the restarted daemon holding its data dir", () => {
       const info = liveOwner(b.dataDir);
-      return info && info.pid !== b.pid ? info : null;
+      // apiPort is 0 until the restarted daemon has bound its listener (it was started with --api-port 0).
+      return info && info.pid !== b.pid && info.apiPort > 0 ? info : null;
     });
     try {
       const url = `http://127.0.0.1:${owner.apiPort}`;
