@@ -5,7 +5,7 @@ DENO_FLAGS = -A
 TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
 PORT ?= 52415
 
-.PHONY: setup run test test-unit test-integration check fmt embed dashboard engine model binary bench clean
+.PHONY: deb setup run test test-unit test-integration check fmt embed dashboard engine model binary bench clean
 
 setup:
 	@scripts/setup >/dev/null && echo "setup: ok"
@@ -47,6 +47,10 @@ binary: embed
 	  echo "compiling skulk for $$t"; \
 	  $(DENO) compile $(DENO_FLAGS) --target $$t --output dist/skulk-$$t src/main.ts || exit 1; \
 	done
+
+# The apt package, from the linux binary `make binary` compiled.
+deb:
+	@scripts/build-deb --arch amd64
 
 bench:
 	@$(DENO) run $(DENO_FLAGS) bench/startup.ts
