@@ -70,18 +70,23 @@ export function describeZodError(error: z.ZodError): { message: string; param: s
 
 /** Parses a JSON body against a schema; malformed JSON and bad fields are 400s that name the problem. */
 export async function readJson<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S>> {
-  let raw: unknown;
-  const text = await c.req.text();
-  if (text.trim() === "") throw badRequest("request body is empty; send a JSON object");
+  return (await readJsonWithRaw(c, schema)).body;
+}
+
+/** readJson that also returns the body's text, for handlers that pass the request on unchanged. */
+export async function readJsonWithRaw<S extends z.ZodType>(c: Context, schema: S): Promise<{ raw: string; body: z.infer<S> }> {
+  const raw = await c.req.text();
+  if (raw.trim() === "") throw badRequest("request body is empty; send a JSON object");
+  let json: unknown;
   try {
-    raw = JSON.parse(text);
+    json = JSON.parse(raw);
   } catch (e) {
     throw badRequest(`request body is not valid JSON: ${(e as Error).message}`);
   }
-  const parsed = schema.safeParse(raw);
+  const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const { message, param } = describeZodError(parsed.error);
-    throw new ApiError(400, `invalid request: ${message}`, { param, type: "invalid_request_error" });
+    throw new ApiError(400, message, { param, type: "invalid_request_error" });
   }
-  return parsed.data;
+  return { raw, body: parsed.data };
 }

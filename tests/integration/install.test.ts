@@ -17,7 +17,9 @@ async function run(cmd: string, args: string[], env: Record<string, string> = {}
 function launcher(): string {
   const dir = tempDir("launcher-");
   const path = `${dir}/skulk-bin`;
-  Deno.writeTextFileSync(path, `#!/bin/sh\nexec "${DENO}" run -A --quiet "${MAIN}" "$@"\n`);
+  // Keep Deno's cache where it is, though the installer runs under another HOME.
+  const denoDir = Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME")}/.cache/deno`;
+  Deno.writeTextFileSync(path, `#!/bin/sh\nDENO_DIR="${denoDir}" exec "${DENO}" run -A --quiet "${MAIN}" "$@"\n`);
   Deno.chmodSync(path, 0o755);
   return path;
 }

@@ -12,7 +12,7 @@ import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.t
 import { forwardRequest } from "../../serving/forward.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
-import { ApiError, badRequest, describeZodError, notFound } from "../errors.ts";
+import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
 const log = logger("openai");
@@ -51,23 +51,6 @@ describe({ method: "post", path: "/v1/cancel/:command_id", summary: "Cancel an i
 
 /** In-flight generations on this node, by command id, for /v1/cancel. */
 const inflight = new Map<string, AbortController>();
-
-async function parseBody<S extends z.ZodType>(c: Context<ApiEnv>, schema: S): Promise<{ raw: string; body: z.infer<S> }> {
-  const raw = await c.req.text();
-  if (!raw.trim()) throw badRequest("request body is empty; send a JSON object");
-  let json: unknown;
-  try {
-    json = JSON.parse(raw);
-  } catch (e) {
-    throw badRequest(`request body is not valid JSON: ${(e as Error).message}`);
-  }
-  const parsed = schema.safeParse(json);
-  if (!parsed.success) {
-    const { message, param } = describeZodError(parsed.error);
-    throw new ApiError(400, message, { type: "invalid_request_error", param });
-  }
-  return { raw, body: parsed.data };
-}
 
 type Routed = { local: { baseUrl: string; target: Target } } | { remote: Response };
 
@@ -200,10 +183,35 @@ async function callEngine(baseUrl: string, path: string, body: unknown, abort: A
   });
 }
 
+interface Generation {
+  commandId: string;
+  abort: AbortController;
+  res: Response;
+}
+
+/** Sends a generation to the engine under a fresh command id (cancellable through /v1/cancel). */
+async function startGeneration(ctx: NodeContext, target: Target, baseUrl: string, path: string, body: unknown): Promise<Generation> {
+  const commandId = crypto.randomUUID();
+  const abort = new AbortController();
+  inflight.set(commandId, abort);
+  let res: Response;
+  try {
+    res = await callEngine(baseUrl, path, body, abort);
+  } catch (e) {
+    inflight.delete(commandId);
+    throw new ApiError(503, engineFailure(ctx, target, e));
+  }
+  if (!res.ok) {
+    inflight.delete(commandId);
+    throw await engineError(res);
+  }
+  return { commandId, abort, res };
+}
+
 export const openaiRoutes = new Hono<ApiEnv>()
   .post("/v1/chat/completions", async (c) => {
     const ctx = c.var.node;
-    const { raw, body } = await parseBody(c, ChatRequest);
+    const { raw, body } = await readJsonWithRaw(c, ChatRequest);
     if (body.messages.every((m) => m.content === null || m.content === undefined || m.content === "" || (Array.isArray(m.content) && m.content.length === 0)) && !body.messages.some((m) => "tool_calls" in m)) {
       throw badRequest("nothing to generate from: every message is empty", "messages");
     }
@@ -212,24 +220,11 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const { baseUrl, target } = routed.local;
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
     admit(maxTokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
-    const commandId = crypto.randomUUID();
-    const abort = new AbortController();
-    inflight.set(commandId, abort);
     const { enable_thinking, max_completion_tokens: _mct, ...rest } = body;
     const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? DEFAULT_MAX_TOKENS };
     if (enable_thinking !== undefined) req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     if (body.stream) req.stream_options = { include_usage: true };
-    let res: Response;
-    try {
-      res = await callEngine(baseUrl, "/v1/chat/completions", req, abort);
-    } catch (e) {
-      inflight.delete(commandId);
-      throw new ApiError(503, engineFailure(ctx, target, e));
-    }
-    if (!res.ok) {
-      inflight.delete(commandId);
-      throw await engineError(res);
-    }
+    const { commandId, abort, res } = await startGeneration(ctx, target, baseUrl, "/v1/chat/completions", req);
     if (body.stream) {
       const t = new ChatStreamTranslator(commandId, body.model);
       return streamResponse(c, res, abort, commandId, {
@@ -251,25 +246,13 @@ export const openaiRoutes = new Hono<ApiEnv>()
   })
   .post("/v1/completions", async (c) => {
     const ctx = c.var.node;
-    const { raw, body } = await parseBody(c, CompletionRequest);
+    const { raw, body } = await readJsonWithRaw(c, CompletionRequest);
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
     const { baseUrl, target } = routed.local;
     admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
-    const commandId = crypto.randomUUID();
-    const abort = new AbortController();
-    inflight.set(commandId, abort);
-    let res: Response;
-    try {
-      res = await callEngine(baseUrl, "/v1/completions", { ...body, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS }, abort);
-    } catch (e) {
-      inflight.delete(commandId);
-      throw new ApiError(503, engineFailure(ctx, target, e));
-    }
-    if (!res.ok) {
-      inflight.delete(commandId);
-      throw await engineError(res);
-    }
+    const req = { ...body, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
+    const { commandId, abort, res } = await startGeneration(ctx, target, baseUrl, "/v1/completions", req);
     if (body.stream) {
       let done = false;
       const rewrite = (p: string) => {
@@ -298,7 +281,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
   })
   .post("/v1/embeddings", async (c) => {
     const ctx = c.var.node;
-    const { raw, body } = await parseBody(c, EmbeddingRequest);
+    const { raw, body } = await readJsonWithRaw(c, EmbeddingRequest);
     const card = ctx.catalog.get(body.model);
     if (card && !card.tasks.includes("TextEmbedding")) throw badRequest(`${body.model} is not an embedding model`, "model");
     if (body.dimensions !== undefined) throw badRequest("dimensions is not supported: embedding models return their native size", "dimensions");
