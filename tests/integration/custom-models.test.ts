@@ -142,6 +142,8 @@ describe("custom GGUF cards", () => {
     expect(online.stdout).toContain(`on the node at ${d.url}`);
     const id = `local/${model.split("/").at(-1)!.replace(/\.gguf$/, "")}`;
     expect((await listed(d)).map((m) => m.id)).toContain(id);
+    const cli = await skulk(["models", "--data-dir", dataDir, "--search", "offline"]);
+    expect(cli.stdout).toMatch(/test\/offline \*/);
 
     const bad = await skulk(["models", "add", "--path", `${dir}/nope.gguf`, "--data-dir", dataDir]);
     expect(bad.code).not.toBe(0);

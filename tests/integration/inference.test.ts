@@ -159,6 +159,30 @@ describe("serving a tiny model on one node", () => {
   });
 });
 
+describe("an embedding model", () => {
+  it("serves /v1/embeddings, and a text model refuses them", async () => {
+    const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
+    const node = await startDaemon({ env });
+    try {
+      const card = localCardWire("skulk-test/tiny-embed", await tinyModel({ pooling: "mean" }), { tasks: ["TextEmbedding"], capabilities: ["embedding"] });
+      const instance = singleNodeInstance(node.nodeId, card);
+      const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+      expect((await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) })).status).toBe(200);
+      await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the embedding runner");
+      const client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: "unused", maxRetries: 0 });
+      const r = await client.embeddings.create({ model: "skulk-test/tiny-embed", input: ["a fox", "a hound"] });
+      expect(r.data).toHaveLength(2);
+      expect(r.data[0].embedding).toHaveLength(64);
+      expect(r.data[0].embedding).not.toEqual(r.data[1].embedding);
+      const wrong = await fetch(`${node.url}/v1/embeddings`, { method: "POST", body: JSON.stringify({ model: "unsloth/Llama-3.2-1B-Instruct-GGUF", input: "x" }) });
+      expect(wrong.status).toBe(400);
+      expect((await wrong.json()).error.message).toMatch(/not an embedding model/);
+    } finally {
+      await node.stop();
+    }
+  });
+});
+
 describe("a crashed daemon", () => {
   it("has its orphaned engine reaped on restart, and the placement serves again", async () => {
     const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
