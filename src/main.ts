@@ -22,6 +22,8 @@ export function buildProgram(): Command {
     .description("Skulk: join your machines into one cluster and serve AI models behind one OpenAI-compatible endpoint")
     .version(VERSION, "-V, --version")
     .showHelpAfterError("(run with --help for usage)")
+    // An option after a subcommand belongs to it (`models add --data-dir` is add's, not models').
+    .enablePositionalOptions()
     .exitOverride();
   registerRun(program);
   registerStatus(program);

@@ -86,7 +86,7 @@ export async function readJsonWithRaw<S extends z.ZodType>(c: Context, schema: S
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const { message, param } = describeZodError(parsed.error);
-    throw new ApiError(400, message, { param, type: "invalid_request_error" });
+    throw new ApiError(400, `invalid request: ${message}`, { param, type: "invalid_request_error" });
   }
   return { raw, body: parsed.data };
 }

@@ -23,6 +23,7 @@ import { registerPull } from "./pull.ts";
 
 export function registerModels(program: Command): Command {
   const models = program.command("models")
+    .enablePositionalOptions()
     .description("list the model cards: bundled ones, and custom ones added on this data dir")
     .option("--json", "print the cards as JSON")
     .option("--all", "include image-generation cards")
