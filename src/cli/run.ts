@@ -4,6 +4,7 @@ import { loadConfig } from "../config/load.ts";
 import { startNode } from "../daemon/node.ts";
 import { setupLogging } from "../log/mod.ts";
 import { daemonPlanes } from "../daemon/planes.ts";
+import { dispose } from "@logtape/logtape";
 import { restartHook } from "../daemon/restart.ts";
 
 export function registerRun(program: Command): void {
@@ -37,6 +38,8 @@ export function registerRun(program: Command): void {
         Deno.addSignalListener(sig, () => void node.shutdown(`received ${sig}`));
       }
       await node.finished;
-      Deno.exit(restart.afterStop());
+      const code = restart.afterStop();
+      await dispose(); // flush the last log lines before the process ends
+      Deno.exit(code);
     });
 }
