@@ -5,7 +5,7 @@ DENO_FLAGS = -A
 TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
 PORT ?= 52415
 
-.PHONY: deb setup run test test-unit test-integration check fmt embed dashboard engine model binary bench clean
+.PHONY: setup run test test-unit check fmt embed dashboard engine binary deb bench bench-all clean
 
 setup:
 	@scripts/setup >/dev/null && echo "setup: ok"
@@ -52,9 +52,14 @@ binary: embed
 deb:
 	@scripts/build-deb --arch amd64
 
+# The quick benchmarks; `make bench-all` runs every one in bench/ (each prints its figures side by side).
 bench:
 	@$(DENO) run $(DENO_FLAGS) bench/startup.ts
 	@$(DENO) run $(DENO_FLAGS) bench/placement.ts
+	@$(DENO) run $(DENO_FLAGS) bench/telemetry.ts
+
+bench-all:
+	@for b in bench/*.ts; do echo "== $$b"; $(DENO) run $(DENO_FLAGS) $$b || exit 1; done
 
 clean:
 	rm -rf dist .data bench/out
