@@ -21,6 +21,7 @@ import { nodeRoutes } from "./routes/node.ts";
 import { placementRoutes } from "./routes/placement.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
+import { runnerRoutes } from "./routes/runners.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -65,6 +66,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
 
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/", nodeRoutes);
+  app.route("/", runnerRoutes);
   app.route("/", stateRoutes);
   app.route("/", modelRoutes);
   // Before instanceRoutes: /instance/previews and /instance/placement must not be read as /instance/:id.

@@ -10,7 +10,8 @@ import { tagged } from "./tagged.ts";
 const eventId = z.string();
 
 export const EventSchema = z.union([
-  tagged("InstanceCreated", z.object({ eventId, instance: InstanceSchema }).strict()),
+  /** `reason` is ours, not upstream's: why a healing master placed it (absent for a user's placement). */
+  tagged("InstanceCreated", z.object({ eventId, instance: InstanceSchema, reason: z.string().optional() }).strict()),
   tagged("InstanceDeleted", z.object({ eventId, instanceId: z.string(), reason: z.string().nullable().default(null) }).strict()),
   tagged("RunnerStatusUpdated", z.object({ eventId, runnerId: z.string(), runnerStatus: RunnerStatusSchema }).strict()),
   tagged("NodeDownloadProgress", z.object({ eventId, downloadProgress: DownloadProgressSchema }).strict()),

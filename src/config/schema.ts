@@ -9,6 +9,17 @@ const port = z.coerce.number().int().min(0, "must be between 0 (any free port) a
 const nonEmpty = z.string().trim().min(1, "must not be empty");
 const bool = z.union([z.boolean(), z.enum(["1", "0", "true", "false", "yes", "no", "on", "off"])])
   .transform((v) => typeof v === "boolean" ? v : ["1", "true", "yes", "on"].includes(v));
+const UNITS: Record<string, number> = { "": 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4 };
+/** A size: bytes, or a number with a unit ("512MiB", "24 GB"). */
+const byteSize = z.union([z.number(), z.string()]).transform((v, ctx) => {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(String(v));
+  const unit = m ? UNITS[m[2].toLowerCase()] : undefined;
+  if (!m || unit === undefined || Number(m[1]) <= 0) {
+    ctx.addIssue({ code: "custom", message: "must be a positive size in bytes or with a unit (e.g. 512MiB, 24GB)" });
+    return z.NEVER;
+  }
+  return Math.floor(Number(m[1]) * unit);
+});
 const seconds = z.coerce.number().positive("must be a positive number of seconds");
 const peerList = z.union([z.array(nonEmpty), z.string()])
   .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean))
@@ -49,6 +60,8 @@ export const SETTINGS = {
     schema: nonEmpty.max(64, "must be at most 64 characters"),
     default: () => Deno.hostname(),
   }),
+  /** Lend at most this much: the node reports no more available RAM than this (pooling, tests). */
+  memoryLimit: setting({ key: "node.memory_limit", env: "SKULK_MEMORY_LIMIT", schema: byteSize.nullable(), default: null }),
   worker: setting({ key: "node.worker", flag: "worker", env: "SKULK_WORKER", schema: bool, default: true }),
   namespace: setting({
     key: "cluster.namespace",

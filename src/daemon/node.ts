@@ -126,7 +126,8 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
   const engine = found && {
     llamaServer: found.llamaServer,
     llamaCppBuild: found.build,
-    rpcProtocol: found.rpcProtocol,
+    // A node without ggml-rpc-server cannot lend memory, whatever its build speaks.
+    rpcProtocol: found.rpcServer ? found.rpcProtocol : null,
     backends: backendTags(found),
   };
   const wildcard = config.apiHost === "0.0.0.0" || config.apiHost === "::";
@@ -138,6 +139,7 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
     worker: config.worker,
     modelsDir: config.modelsDir ?? `${config.dataDir}/models`,
     engine,
+    memoryLimit: config.memoryLimit,
   });
   const sample = async () => {
     const reading = await collector.read();

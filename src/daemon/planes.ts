@@ -6,12 +6,14 @@ import { Worker } from "../worker/worker.ts";
 import type { Plane } from "./node.ts";
 import { clusterPlane } from "../cluster/plane.ts";
 import { DefaultModel } from "./default-model.ts";
+import { Healer } from "../healing/plane.ts";
 
 export function daemonPlanes(config: Config): Plane[] {
   // The cluster plane starts first: it owns ctx.submit, which the others use. Downloads start before the
   // worker (it calls ensure) and stop after it.
   const planes: Plane[] = [clusterPlane(config), new TelemetryHistoryPlane(), downloadPlane(config)];
   if (config.worker) planes.push(new Worker());
+  planes.push(new Healer());
   if (config.defaultModel) planes.push(new DefaultModel(config.defaultModel));
   return planes;
 }

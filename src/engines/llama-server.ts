@@ -18,6 +18,8 @@ export interface LlamaServerOptions {
   threads?: number;
   mmproj?: string;
   readyDeadlineMs?: number;
+  /** `-lv`: 4 makes llama.cpp log each device's buffers (how a pool split the model). */
+  verbosity?: number;
 }
 
 export function llamaServerArgs(o: LlamaServerOptions): string[] {
@@ -33,6 +35,7 @@ export function llamaServerArgs(o: LlamaServerOptions): string[] {
     "--kv-unified",
   ];
   if (o.threads) args.push("-t", String(o.threads));
+  if (o.verbosity !== undefined) args.push("-lv", String(o.verbosity));
   if (o.rpc?.length) args.push("--rpc", o.rpc.join(","));
   if (o.embedding) args.push("--embedding");
   if (o.mmproj) args.push("--mmproj", o.mmproj);

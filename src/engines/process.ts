@@ -13,6 +13,8 @@ export interface EngineSpec {
   readyDeadlineMs: number;
   /** Liveness probe cadence for a process that still runs but stopped answering. */
   livenessIntervalMs?: number;
+  /** Probe for liveness when the readiness probe would disturb a serving engine; defaults to `probe`. */
+  liveness?: () => Promise<boolean>;
   /** Consecutive failed liveness probes that count as death. */
   livenessFailures?: number;
 }
@@ -30,9 +32,12 @@ export interface ProcessRegistry {
 }
 
 const TAIL_LINES = 200;
+/** The start of the log says how the engine loaded (devices, buffers); kept apart from the rolling tail. */
+const HEAD_LINES = 300;
 
 export class EngineProcess {
   readonly #tail: string[] = [];
+  readonly #head: string[] = [];
   #child: Deno.ChildProcess | null = null;
   #status: Promise<Deno.CommandStatus> | null = null;
   #stopping = false;
@@ -50,6 +55,11 @@ export class EngineProcess {
     return [...this.#tail];
   }
 
+  /** The first lines the engine logged. */
+  head(): string[] {
+    return [...this.#head];
+  }
+
   /** Called once when the process dies or stops answering, unless stop() was asked for. */
   onDeath(listener: (reason: string, tail: string[]) => void): void {
     this.#deathListeners.push(listener);
@@ -59,6 +69,7 @@ export class EngineProcess {
     const lines = (partial.s + text).split("\n");
     partial.s = lines.pop() ?? "";
     for (const l of lines) {
+      if (this.#head.length < HEAD_LINES) this.#head.push(l);
       this.#tail.push(l);
       if (this.#tail.length > TAIL_LINES) this.#tail.shift();
     }
@@ -133,7 +144,7 @@ export class EngineProcess {
       if (busy || this.#dead) return;
       busy = true;
       try {
-        const ok = await this.spec.probe().catch(() => false);
+        const ok = await (this.spec.liveness ?? this.spec.probe)().catch(() => false);
         failures = ok ? 0 : failures + 1;
         if (failures >= limit) {
           this.#die(`${this.spec.kind} stopped answering (${limit} failed health checks ${every / 1000} s apart)`);

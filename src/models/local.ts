@@ -10,6 +10,8 @@ import { type GgufFacts, GgufReadError, readGgufFacts } from "./gguf/reader.ts";
 
 /** A local GGUF runs on the llama.cpp engines only (upstream's synthesized GGUF cards use the same list). */
 export const LLAMA_CPP_BACKENDS = ["llama_cpp-vulkan", "llama_cpp-rocm", "llama_cpp-cuda", "llama_cpp-cpu"];
+/** Our runner is llama-server, so a local text GGUF may also be pooled over ggml RPC (docs/pooled-gguf.md). */
+export const LLAMA_SERVER_BACKENDS = LLAMA_CPP_BACKENDS.map((t) => t.replace(/^llama_cpp/, "llama_server"));
 
 /** Architectures whose GGUF is an encoder for embeddings, whatever the pooling key says. */
 const EMBEDDING_ARCHS = new Set([
@@ -64,7 +66,10 @@ export function cardFromFacts(modelId: string, path: string, f: GgufFacts): Mode
     context_length: f.contextLength,
     trust_remote_code: false,
     is_custom: true,
-    placement: { compatible_backends: LLAMA_CPP_BACKENDS, backend_preference: LLAMA_CPP_BACKENDS },
+    placement: {
+      compatible_backends: [...LLAMA_CPP_BACKENDS, ...LLAMA_SERVER_BACKENDS],
+      backend_preference: LLAMA_CPP_BACKENDS,
+    },
   });
 }
 

@@ -264,9 +264,23 @@ export function plan(
     return refuse(`no pool is possible: ${poolable.length} node(s) can join an RPC pool`);
   }
 
+  // llama.cpp refuses a pool whose RPC protocols differ, at load; refuse here instead, with the versions.
+  const protocol = poolProtocol(poolable, required);
+  if ("error" in protocol) return fail(`${protocol.error}${why()}`);
+  for (const c of poolable) {
+    if (c.node.rpcProtocol !== protocol.version) {
+      skipped.push(
+        `${c.node.name} speaks ggml RPC protocol ${c.node.rpcProtocol}, the pool ${protocol.version}`,
+      );
+    }
+  }
+  const speakers = poolable.filter((c) => c.node.rpcProtocol === protocol.version);
+  if (speakers.length < 2) {
+    return refuse(`no pool is possible: ${speakers.length} node(s) speak ggml RPC protocol ${protocol.version}`);
+  }
   const driver =
-    [...poolable].sort((a, b) => b.avail - a.avail || b.downloaded - a.downloaded || byId(a.node, b.node))[0];
-  const peers = poolable.filter((c) => c !== driver && c.node.rpcProtocol === driver.node.rpcProtocol);
+    [...speakers].sort((a, b) => b.avail - a.avail || b.downloaded - a.downloaded || byId(a.node, b.node))[0];
+  const peers = speakers.filter((c) => c !== driver);
   const forced = peers.filter((c) => required.has(c.node.nodeId));
   for (const r of required) {
     if (r !== driver.node.nodeId && !forced.some((c) => c.node.nodeId === r)) {
@@ -307,6 +321,27 @@ export function plan(
     );
   }
   return { ok: true, placement: pooled(view, card, storage, members, bestAlone, deps) };
+}
+
+/**
+ * The RPC protocol a pool speaks: the required nodes' (they must agree), else the version with the most
+ * memory to lend, so one odd node never drags the pool to its version.
+ */
+function poolProtocol(poolable: Candidate[], required: Set<string>): { version: string } | { error: string } {
+  const forced = poolable.filter((c) => required.has(c.node.nodeId));
+  const versions = [...new Set(forced.map((c) => c.node.rpcProtocol!))];
+  if (versions.length > 1) {
+    return {
+      error: `the nodes asked for speak different ggml RPC protocols (${
+        forced.map((c) => `${c.node.name} ${c.node.rpcProtocol}`).join(", ")
+      }); llama.cpp refuses such a pool: run the same engine build on every node`,
+    };
+  }
+  if (versions.length === 1) return { version: versions[0] };
+  const lent = new Map<string, number>();
+  for (const c of poolable) lent.set(c.node.rpcProtocol!, (lent.get(c.node.rpcProtocol!) ?? 0) + lend(c));
+  const best = [...lent.entries()].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))[0];
+  return { version: best[0] };
 }
 
 function singleReason(card: ModelCard): string {

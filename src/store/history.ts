@@ -16,7 +16,8 @@ export async function recordHistory(db: Db, ie: IndexedEvent, before: ClusterSta
   const now = new Date().toISOString();
   switch (eventType(ie.event)) {
     case "InstanceCreated": {
-      const { instance } = (ie.event as { InstanceCreated: { instance: Parameters<typeof instanceBody>[0] } }).InstanceCreated;
+      const { instance, reason } = (ie.event as { InstanceCreated: { instance: Parameters<typeof instanceBody>[0]; reason?: string } })
+        .InstanceCreated;
       const body = instanceBody(instance);
       const shard = Object.values(body.shardAssignments.runnerToShard)[0];
       const sharding = shard ? Object.keys(shard)[0].replace(/ShardMetadata$/, "") : "Pipeline";
@@ -27,13 +28,16 @@ export async function recordHistory(db: Db, ie: IndexedEvent, before: ClusterSta
         nodes: JSON.stringify(Object.keys(body.shardAssignments.nodeToRunner)),
         createdAt: now,
         outcome: "placed",
+        reason: reason ?? null,
         detail: JSON.stringify(instance),
       }).onConflictDoNothing();
       return;
     }
     case "InstanceDeleted": {
       const { instanceId, reason } = (ie.event as { InstanceDeleted: { instanceId: string; reason: string | null } }).InstanceDeleted;
-      await db.update(instances).set({ deletedAt: now, outcome: reason ? "failed" : "deleted", reason: reason ?? "deleted on request" })
+      // Healing names the instance that replaces this one; anything else with a reason is a failure.
+      const outcome = !reason ? "deleted" : /; replaced by /.test(reason) ? "replaced" : "failed";
+      await db.update(instances).set({ deletedAt: now, outcome, reason: reason ?? "deleted on request" })
         .where(sql`${instances.id} = ${instanceId} AND ${instances.deletedAt} IS NULL`);
       return;
     }

@@ -29,6 +29,8 @@ export interface CollectOptions {
   addresses?: Address[];
   /** The OS whose collectors run; defaults to the host's. */
   os?: typeof Deno.build.os;
+  /** `node.memory_limit`: available RAM is reported as at most this, so placement lends no more. */
+  memoryLimit?: number | null;
 }
 
 function onPath(bin: string): boolean {
@@ -161,7 +163,7 @@ export class Collector {
       },
       memory: mem && {
         ramTotal: bytes(mem.ramTotal),
-        ramAvailable: bytes(mem.ramAvailable),
+        ramAvailable: bytes(o.memoryLimit ? Math.min(mem.ramAvailable, o.memoryLimit) : mem.ramAvailable),
         swapTotal: mem.swapTotal === null ? null : bytes(mem.swapTotal),
         swapAvailable: mem.swapAvailable === null ? null : bytes(mem.swapAvailable),
       },

@@ -1,15 +1,17 @@
 /**
  * The worker plane: reconciles what runs on this node with the cluster state after every applied event.
- * It starts llama-server for each shard placed here, reports runner status as events, and notices a
- * dead engine at once (the runner fails with the engine's log tail; requests then fail fast).
+ * It starts llama-server for each shard placed here (a pool's driver once its donors serve; a pool's
+ * donor runs ggml-rpc-server instead), reports runner status as events, and notices a dead engine at
+ * once (the runner fails with the engine's log tail; requests then fail fast).
  */
-import type { ShardMetadata } from "../cluster/instances.ts";
+import type { Instance, ShardMetadata } from "../cluster/instances.ts";
 import { instanceBody } from "../cluster/instances.ts";
 import { makeEvent } from "../cluster/events.ts";
 import { untag } from "../cluster/tagged.ts";
 import type { Plane } from "../daemon/node.ts";
 import { findEngines } from "../engines/discovery.ts";
 import { llamaServerProcess } from "../engines/llama-server.ts";
+import { rpcServerProcess } from "../engines/rpc-server.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
@@ -18,6 +20,7 @@ import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
 import { obtainModelFile } from "./model-files.ts";
+import { poolRole, waitForDonors } from "./pooled.ts";
 
 const log = logger("worker");
 
@@ -29,7 +32,9 @@ export interface LocalRunner {
   instanceId: string;
   modelId: string;
   phase: LocalPhase;
-  /** http://127.0.0.1:<port> of the engine, once it serves. */
+  /** What this node runs for the instance: its own llama-server, a pool's driver, or a pool's donor. */
+  role: "single" | "driver" | "donor";
+  /** http://127.0.0.1:<port> of the engine, once it serves (null for a donor: it serves the driver only). */
   baseUrl: string | null;
   contextTokens: number;
   engine: EngineProcess | null;
@@ -85,6 +90,7 @@ export class Worker implements Plane {
       runnerId: a.runnerId,
       instanceId: a.instanceId,
       modelId: body.shardAssignments.modelId,
+      role: poolRole(a.instance, this.#ctx.nodeId, a.shard).kind,
       phase: "starting",
       baseUrl: null,
       contextTokens: body.contextTokenLimit ?? DEFAULT_CONTEXT,
@@ -93,7 +99,7 @@ export class Worker implements Plane {
       abort: new AbortController(),
     };
     this.#runners.set(a.runnerId, runner);
-    void this.#startRunner(runner, a.shard);
+    void this.#startRunner(runner, a.instance, a.shard);
   }
 
   async #status(runnerId: string, status: Record<string, unknown>): Promise<void> {
@@ -112,7 +118,7 @@ export class Worker implements Plane {
     await this.#status(runner.runnerId, { RunnerFailed: { errorMessage: message } });
   }
 
-  async #startRunner(runner: LocalRunner, shard: ShardMetadata): Promise<void> {
+  async #startRunner(runner: LocalRunner, instance: Instance, shard: ShardMetadata): Promise<void> {
     // Read through a function: the phase changes under us while we await (a stop can arrive).
     const phase = (): LocalPhase => runner.phase;
     const meta = untag(shard);
@@ -122,36 +128,76 @@ export class Worker implements Plane {
     } catch (e) {
       return this.#fail(runner, `the placement's model card is invalid: ${(e as Error).message}`);
     }
-    await this.#status(runner.runnerId, { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } });
+    const role = poolRole(instance, this.#ctx.nodeId, shard);
     const engines = await findEngines();
+    if (role.kind === "donor") {
+      await this.#status(runner.runnerId, { RunnerConnecting: {} });
+      if (!engines.rpcServer) {
+        return this.#fail(runner, "ggml-rpc-server was not found on this node: set SKULK_RPC_SERVER_BIN or run `skulk engine build`");
+      }
+      // A donor holds no file: the driver sends it the tensors of its share over RPC.
+      let engine: EngineProcess;
+      try {
+        engine = rpcServerProcess(
+          { bin: engines.rpcServer, host: role.host, port: role.port },
+          sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port: role.port }),
+        );
+      } catch (e) {
+        return this.#fail(runner, (e as Error).message);
+      }
+      return this.#launch(runner, engine, null, `lends memory on ${role.host}:${role.port} to driver ${role.driverNode}`);
+    }
+    await this.#status(runner.runnerId, { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } });
     if (!engines.llamaServer) {
       return this.#fail(runner, "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`");
     }
     const file = await obtainModelFile(this.#ctx, card, shard, runner.abort.signal);
     if ("error" in file) return this.#fail(runner, file.error);
+    if (role.kind === "driver") {
+      const why = await waitForDonors(() => this.#ctx.log.state, runner.instanceId, role.donorRunners, () => this.#stopped || phase() !== "starting");
+      if (this.#stopped || phase() !== "starting") return;
+      if (why) return this.#fail(runner, `the pool's driver did not start: ${why}`);
+    }
     if (this.#stopped || phase() !== "starting") return;
     const port = this.#ports.allocate();
     const engine = llamaServerProcess(
-      { bin: engines.llamaServer, model: file.path, port, contextTokens: runner.contextTokens, embedding: card.tasks.includes("TextEmbedding") },
+      {
+        bin: engines.llamaServer,
+        model: file.path,
+        port,
+        contextTokens: runner.contextTokens,
+        embedding: card.tasks.includes("TextEmbedding"),
+        rpc: role.kind === "driver" ? role.endpoints : undefined,
+        // The load log then names each RPC device and its share ("RPC0[host:port] model buffer size").
+        verbosity: role.kind === "driver" ? 4 : undefined,
+      },
       sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }),
     );
+    const what = role.kind === "driver" ? `drives ${runner.modelId} over ${role.endpoints.join(", ")}` : `serves ${runner.modelId}`;
+    return this.#launch(runner, engine, port, `${what} on port ${port}`);
+  }
+
+  /** Starts a prepared engine and reports the runner ready, or failed with the engine's log tail. */
+  async #launch(runner: LocalRunner, engine: EngineProcess, port: number | null, what: string): Promise<void> {
+    const phase = (): LocalPhase => runner.phase;
+    const release = () => port !== null && this.#ports.release(port);
     runner.engine = engine;
     engine.onDeath((reason, tail) => {
-      this.#ports.release(port);
+      release();
       if (phase() === "stopping") return;
       void this.#fail(runner, `${reason}\n--- last lines of the engine's log ---\n${tail.slice(-15).join("\n")}`);
     });
     try {
       await engine.start();
     } catch (e) {
-      this.#ports.release(port);
+      release();
       if (phase() === "stopping") return;
-      return this.#fail(runner, e instanceof EngineFailed ? e.message : `llama-server failed to start: ${(e as Error).message}`);
+      return this.#fail(runner, e instanceof EngineFailed ? e.message : `${engine.spec.kind} failed to start: ${(e as Error).message}`);
     }
     if (phase() !== "starting") return; // stopped while loading
-    runner.baseUrl = `http://127.0.0.1:${port}`;
+    runner.baseUrl = port === null ? null : `http://127.0.0.1:${port}`;
     runner.phase = "ready";
-    log.info("runner {runnerId} serves {model} on port {port}", { runnerId: runner.runnerId, model: runner.modelId, port });
+    log.info("runner {runnerId} {what}", { runnerId: runner.runnerId, what });
     await this.#status(runner.runnerId, { RunnerLoaded: {} });
     await this.#status(runner.runnerId, { RunnerReady: {} });
   }
@@ -161,7 +207,8 @@ export class Worker implements Plane {
     runner.baseUrl = null;
     runner.abort.abort();
     log.info("stopping runner {runnerId}: {reason}", { runnerId: runner.runnerId, reason });
-    await runner.engine?.stop();
+    // A pool's engines hold nothing worth a graceful exit, and in-flight requests should fail fast.
+    await runner.engine?.stop(runner.role === "single" ? 5000 : 1000);
     this.#runners.delete(runner.runnerId);
     if (report && this.#ctx.log.state.runners[runner.runnerId]) {
       await this.#status(runner.runnerId, { RunnerShutdown: {} });

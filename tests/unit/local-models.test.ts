@@ -4,6 +4,7 @@ import {
   cardFromFacts,
   defaultLocalModelId,
   LLAMA_CPP_BACKENDS,
+  LLAMA_SERVER_BACKENDS,
   localCard,
   LocalModelError,
 } from "../../src/models/local.ts";
@@ -61,7 +62,7 @@ describe("local GGUF cards", () => {
       supports_tensor: false,
       ...expected,
     });
-    expect(card.placement.compatible_backends).toEqual(LLAMA_CPP_BACKENDS);
+    expect(card.placement.compatible_backends).toEqual([...LLAMA_CPP_BACKENDS, ...LLAMA_SERVER_BACKENDS]);
     if (over.headCountKv === 0) expect(card.num_key_value_heads).toBeUndefined();
   });
 
