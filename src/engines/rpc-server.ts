@@ -17,7 +17,9 @@ export interface RpcServerOptions {
 
 export class UnsafeBind extends Error {
   constructor(host: string) {
-    super(`refusing to bind ggml-rpc-server to ${host}: llama.cpp RPC is unauthenticated, bind it to the link the driver uses`);
+    super(
+      `refusing to bind ggml-rpc-server to ${host}: llama.cpp RPC is unauthenticated, bind it to the link the driver uses`,
+    );
     this.name = "UnsafeBind";
   }
 }
@@ -52,7 +54,9 @@ export async function tcpAccepts(host: string, port: number, timeoutMs = 1000): 
 
 /** `/proc/net/tcp`'s "0100007F:5DC0" for 127.0.0.1:24000 (IPv4 little-endian, port big-endian hex). */
 export function procNetAddress(host: string, port: number): string {
-  const ip = host.split(".").map((o) => Number(o).toString(16).toUpperCase().padStart(2, "0")).reverse().join("");
+  const ip = host.split(".").map((o) => Number(o).toString(16).toUpperCase().padStart(2, "0")).reverse().join(
+    "",
+  );
   return `${ip}:${port.toString(16).toUpperCase().padStart(4, "0")}`;
 }
 

@@ -43,11 +43,17 @@ function firstLine(s: string | null): string {
  * The breakages an applied event causes. Pooled instances always heal; a single-node instance heals
  * when `tracked` (it was itself placed by healing), otherwise its failure stays visible as it was.
  */
-export function breakagesOf(event: Event, before: ClusterState, after: ClusterState, tracked: ReadonlySet<string>): Breakage[] {
+export function breakagesOf(
+  event: Event,
+  before: ClusterState,
+  after: ClusterState,
+  tracked: ReadonlySet<string>,
+): Breakage[] {
   const heals = (id: string, i: Instance) => instanceKind(i) === "LlamaRpc" || tracked.has(id);
   const type = eventType(event);
   if (type === "RunnerStatusUpdated") {
-    const { runnerId, runnerStatus } = (event as Extract<Event, { RunnerStatusUpdated: unknown }>).RunnerStatusUpdated;
+    const { runnerId, runnerStatus } =
+      (event as Extract<Event, { RunnerStatusUpdated: unknown }>).RunnerStatusUpdated;
     if (!("RunnerFailed" in runnerStatus)) return [];
     // Only the first failure of an instance counts: `before` must not have seen one yet.
     for (const [id, inst] of Object.entries(after.instances)) {
@@ -58,7 +64,8 @@ export function breakagesOf(event: Event, before: ClusterState, after: ClusterSt
         return s !== undefined && tagOf(s) === "RunnerFailed";
       });
       if (seen) return [];
-      const node = Object.entries(body.shardAssignments.nodeToRunner).find(([, r]) => r === runnerId)?.[0] ?? "?";
+      const node = Object.entries(body.shardAssignments.nodeToRunner).find(([, r]) => r === runnerId)?.[0] ??
+        "?";
       const role = "LlamaRpcInstance" in inst
         ? (inst.LlamaRpcInstance.driverNode === node ? "the driver" : "donor")
         : "the engine";
@@ -76,7 +83,13 @@ export function breakagesOf(event: Event, before: ClusterState, after: ClusterSt
     const { nodeId } = (event as Extract<Event, { NodeTimedOut: unknown }>).NodeTimedOut;
     return Object.entries(before.instances)
       .filter(([id, i]) => nodeId in instanceBody(i).shardAssignments.nodeToRunner && heals(id, i))
-      .map(([id, i]) => ({ instanceId: id, instance: i, deadNode: nodeId, reason: `node ${nodeId} timed out`, alreadyDeleted: true }));
+      .map(([id, i]) => ({
+        instanceId: id,
+        instance: i,
+        deadNode: nodeId,
+        reason: `node ${nodeId} timed out`,
+        alreadyDeleted: true,
+      }));
   }
   return [];
 }
@@ -103,10 +116,18 @@ export function healingRequests(b: Breakage): { label: string; request: Placemen
   if (width > 2) {
     out.push({
       label: `a pool of ${width}`,
-      request: placementRequest(modelId, { instance_meta: "LlamaRpc", min_nodes: width, max_nodes: width, excluded_nodes }),
+      request: placementRequest(modelId, {
+        instance_meta: "LlamaRpc",
+        min_nodes: width,
+        max_nodes: width,
+        excluded_nodes,
+      }),
     });
   }
-  out.push({ label: "a pool", request: placementRequest(modelId, { instance_meta: "LlamaRpc", min_nodes: 2, excluded_nodes }) });
+  out.push({
+    label: "a pool",
+    request: placementRequest(modelId, { instance_meta: "LlamaRpc", min_nodes: 2, excluded_nodes }),
+  });
   return out;
 }
 
@@ -158,7 +179,9 @@ export function withoutInstance(state: ClusterState, instanceId: string): Cluste
   const gone = instances[instanceId];
   delete instances[instanceId];
   const runners = { ...state.runners };
-  if (gone) for (const r of Object.keys(instanceBody(gone).shardAssignments.runnerToShard)) delete runners[r];
+  if (gone) {
+    for (const r of Object.keys(instanceBody(gone).shardAssignments.runnerToShard)) delete runners[r];
+  }
   return { ...state, instances, runners };
 }
 

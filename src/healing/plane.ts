@@ -14,7 +14,14 @@ import { logger } from "../log/mod.ts";
 import { parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { buildClusterView } from "../placement/view.ts";
-import { allReady, type Breakage, breakagesOf, decideHealing, type Lineage, withoutInstance } from "./decide.ts";
+import {
+  allReady,
+  type Breakage,
+  breakagesOf,
+  decideHealing,
+  type Lineage,
+  withoutInstance,
+} from "./decide.ts";
 
 const log = logger("healing");
 
@@ -50,9 +57,14 @@ export class Healer implements Plane {
     if (this.#stopped || this.#ctx.masterNodeId() !== this.#ctx.nodeId) return;
     const breakages = breakagesOf(ie.event, before, after, new Set(this.#lineage.keys()));
     // Never submit from inside the log's listener: the append that called us is still running.
-    for (const b of breakages) this.#queue = this.#queue.then(() => this.#heal(b)).catch((e) => {
-      log.error("healing {instanceId} failed: {error}", { instanceId: b.instanceId, error: (e as Error).message });
-    });
+    for (const b of breakages) {
+      this.#queue = this.#queue.then(() => this.#heal(b)).catch((e) => {
+        log.error("healing {instanceId} failed: {error}", {
+          instanceId: b.instanceId,
+          error: (e as Error).message,
+        });
+      });
+    }
   }
 
   async #heal(b: Breakage): Promise<void> {
@@ -68,7 +80,11 @@ export class Healer implements Plane {
     const lineage = this.#lineage.get(b.instanceId);
     const d = decideHealing(b, lineage, view, card, Date.now(), { newId: () => crypto.randomUUID() });
     this.#lineage.delete(b.instanceId);
-    log.warn("instance {instanceId} broke ({reason}): {action}", { instanceId: b.instanceId, reason: b.reason, action: d.action });
+    log.warn("instance {instanceId} broke ({reason}): {action}", {
+      instanceId: b.instanceId,
+      reason: b.reason,
+      action: d.action,
+    });
     if (d.deleteReason !== null) {
       await ctx.submit(makeEvent("InstanceDeleted", { instanceId: b.instanceId, reason: d.deleteReason }));
     }

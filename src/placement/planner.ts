@@ -276,7 +276,9 @@ export function plan(
   }
   const speakers = poolable.filter((c) => c.node.rpcProtocol === protocol.version);
   if (speakers.length < 2) {
-    return refuse(`no pool is possible: ${speakers.length} node(s) speak ggml RPC protocol ${protocol.version}`);
+    return refuse(
+      `no pool is possible: ${speakers.length} node(s) speak ggml RPC protocol ${protocol.version}`,
+    );
   }
   const driver =
     [...speakers].sort((a, b) => b.avail - a.avail || b.downloaded - a.downloaded || byId(a.node, b.node))[0];

@@ -18,14 +18,18 @@ export function poolRole(instance: Instance, nodeId: string, shard: ShardMetadat
     const d = shard.RpcDonorShardMetadata;
     return { kind: "donor", host: d.rpcHost, port: d.rpcPort, driverNode: d.driverNode };
   }
-  if (!("LlamaRpcInstance" in instance) || instance.LlamaRpcInstance.driverNode !== nodeId) return { kind: "single" };
+  if (!("LlamaRpcInstance" in instance) || instance.LlamaRpcInstance.driverNode !== nodeId) {
+    return { kind: "single" };
+  }
   const body = instance.LlamaRpcInstance;
   const donors = Object.keys(body.donorEndpoints).sort();
   return {
     kind: "driver",
     // llama.cpp numbers RPC devices in --rpc order: keep it stable (by node id) across restarts.
     endpoints: donors.map((n) => body.donorEndpoints[n]),
-    donorRunners: donors.map((n) => body.shardAssignments.nodeToRunner[n]).filter((r): r is string => Boolean(r)),
+    donorRunners: donors.map((n) => body.shardAssignments.nodeToRunner[n]).filter((r): r is string =>
+      Boolean(r)
+    ),
   };
 }
 
@@ -37,14 +41,22 @@ export type DonorsPhase =
 /** Where the donors of an instance stand in the cluster state. */
 export function donorsPhase(state: ClusterState, instanceId: string, donorRunners: string[]): DonorsPhase {
   const instance = state.instances[instanceId];
-  if (!instance) return { kind: "failed", reason: `instance ${instanceId} was deleted while its driver waited for donors` };
+  if (!instance) {
+    return {
+      kind: "failed",
+      reason: `instance ${instanceId} was deleted while its driver waited for donors`,
+    };
+  }
   const body = instanceBody(instance);
   const pending: string[] = [];
   for (const r of donorRunners) {
     const s = state.runners[r];
     if (s && "RunnerFailed" in s) {
       const node = Object.entries(body.shardAssignments.nodeToRunner).find(([, id]) => id === r)?.[0] ?? "?";
-      return { kind: "failed", reason: `donor ${node} failed: ${s.RunnerFailed.errorMessage ?? "no reason given"}` };
+      return {
+        kind: "failed",
+        reason: `donor ${node} failed: ${s.RunnerFailed.errorMessage ?? "no reason given"}`,
+      };
     }
     if (!s || tagOf(s) !== "RunnerReady") pending.push(r);
   }
@@ -66,7 +78,9 @@ export async function waitForDonors(
     if (p.kind === "ready") return null;
     if (p.kind === "failed") return p.reason;
     if (Date.now() > end) {
-      return `donor runner(s) ${p.pending.join(", ")} were not ready within ${Math.round(deadlineMs / 1000)} s`;
+      return `donor runner(s) ${p.pending.join(", ")} were not ready within ${
+        Math.round(deadlineMs / 1000)
+      } s`;
     }
     await new Promise((r) => setTimeout(r, 100));
   }

@@ -25,6 +25,8 @@ export interface NodeSpec {
   vendor?: string;
   computes?: string[];
   rpc?: boolean;
+  /** The ggml RPC protocol its build speaks (default 3.0.0). */
+  rpcProtocol?: string;
   ip?: string | null;
   link?: "thunderbolt" | "ethernet" | "wifi" | "unknown" | "maybe_ethernet" | "vpn";
   worker?: boolean;
@@ -88,7 +90,7 @@ export function reading(s: NodeSpec): NodeReading {
     engine: {
       llamaServer: "llama-server",
       llamaCppBuild: "b0",
-      rpcProtocol: s.rpc === false ? null : "3.0.0",
+      rpcProtocol: s.rpc === false ? null : s.rpcProtocol ?? "3.0.0",
       backends: s.computes ?? (s.vram !== undefined ? ["cuda", "cpu"] : ["cpu"]),
     },
   });

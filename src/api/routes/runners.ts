@@ -14,7 +14,13 @@ const RunnerInfo = z.object({
   role: z.enum(["single", "driver", "donor"]),
   phase: z.string(),
   failure: z.string().nullable(),
-  engine: z.object({ kind: z.string(), pid: z.number().nullable(), command: z.array(z.string()), logHead: z.array(z.string()), logTail: z.array(z.string()) })
+  engine: z.object({
+    kind: z.string(),
+    pid: z.number().nullable(),
+    command: z.array(z.string()),
+    logHead: z.array(z.string()),
+    logTail: z.array(z.string()),
+  })
     .nullable(),
 });
 
