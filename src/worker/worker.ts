@@ -129,9 +129,13 @@ export class Worker implements Plane {
       return this.#fail(runner, `the placement's model card is invalid: ${(e as Error).message}`);
     }
     const role = poolRole(instance, this.#ctx.nodeId, shard);
+    // Report first: a restarted node's state still says what its previous engine did.
+    await this.#status(
+      runner.runnerId,
+      role.kind === "donor" ? { RunnerConnecting: {} } : { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } },
+    );
     const engines = await findEngines();
     if (role.kind === "donor") {
-      await this.#status(runner.runnerId, { RunnerConnecting: {} });
       if (!engines.rpcServer) {
         return this.#fail(runner, "ggml-rpc-server was not found on this node: set SKULK_RPC_SERVER_BIN or run `skulk engine build`");
       }
@@ -147,7 +151,6 @@ export class Worker implements Plane {
       }
       return this.#launch(runner, engine, null, `lends memory on ${role.host}:${role.port} to driver ${role.driverNode}`);
     }
-    await this.#status(runner.runnerId, { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } });
     if (!engines.llamaServer) {
       return this.#fail(runner, "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`");
     }
@@ -206,6 +209,8 @@ export class Worker implements Plane {
     runner.phase = "stopping";
     runner.baseUrl = null;
     runner.abort.abort();
+    // Requests still streaming from this engine end with this, not a bare connection error.
+    runner.failure ??= `the instance was stopped while serving (${reason}); a healed placement serves again shortly`;
     log.info("stopping runner {runnerId}: {reason}", { runnerId: runner.runnerId, reason });
     // A pool's engines hold nothing worth a graceful exit, and in-flight requests should fail fast.
     await runner.engine?.stop(runner.role === "single" ? 5000 : 1000);

@@ -271,8 +271,32 @@ describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
       );
       const firstPids = (await Promise.all(nodes.map(runnersOf))).flat().map((x) => x.engine!.pid!);
 
-      // kill -9 of a donor's engine: the whole instance is torn down and placed again without that node.
+      // kill -9 of a donor's engine: the whole instance is torn down and placed again without that node,
+      // and a request streaming at that moment ends with an error instead of hanging.
+      const inflight = await fetch(`${outsider.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: "user", content: "Tell me a long story" }],
+          max_tokens: 3500,
+          ignore_eos: true,
+          stream: true,
+        }),
+      });
+      const reader = inflight.body!.getReader();
+      let streamed = "";
+      while (!/"content":"[^"]/.test(streamed)) {
+        streamed += new TextDecoder().decode((await reader.read()).value);
+      }
       Deno.kill(donor.engine!.pid!, "SIGKILL");
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        streamed += new TextDecoder().decode(value);
+      }
+      expect(streamed.slice(-600)).toMatch(/"error":\{"message":"the engine serving this model failed during the request: [^"]*(stopped while serving|killed|exited)/);
+      expect(streamed).not.toMatch(/"finish_reason":"length"/);
       s = await waitForState(
         outsider.url,
         (s) => readyInstance(s) !== null && readyInstance(s)!.instanceId !== first.instanceId,
