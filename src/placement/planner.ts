@@ -282,7 +282,14 @@ export function plan(
   }
   const driver =
     [...speakers].sort((a, b) => b.avail - a.avail || b.downloaded - a.downloaded || byId(a.node, b.node))[0];
-  const peers = speakers.filter((c) => c !== driver);
+  const peers: Candidate[] = [];
+  for (const c of speakers) {
+    if (c === driver) continue;
+    if (donorAddress(driver.node, c.node)) peers.push(c);
+    else {skipped.push(
+        `${c.node.name} has no address ${driver.node.name} can reach (only a direct link to another node)`,
+      );}
+  }
   const forced = peers.filter((c) => required.has(c.node.nodeId));
   for (const r of required) {
     if (r !== driver.node.nodeId && !forced.some((c) => c.node.nodeId === r)) {
@@ -323,6 +330,21 @@ export function plan(
     );
   }
   return { ok: true, placement: pooled(view, card, storage, members, bestAlone, deps) };
+}
+
+/** Same /24: telemetry carries no prefix length, and direct links and home LANs are /24 or narrower. */
+function sameSubnet(a: string, b: string): boolean {
+  return a.split(".").slice(0, 3).join(".") === b.split(".").slice(0, 3).join(".");
+}
+
+/**
+ * The address the driver reaches a donor by: the best link (USB4/Thunderbolt, Ethernet, Wi-Fi, other,
+ * VPN last) on a subnet the driver shares, else the best routed one. A Thunderbolt address the driver
+ * has no leg on is a cable to some other node, so it never counts as routed. Null: no usable route.
+ */
+export function donorAddress(driver: NodeView, donor: NodeView): NodeView["addresses"][number] | null {
+  const shared = donor.addresses.find((a) => driver.addresses.some((d) => sameSubnet(a.ip, d.ip)));
+  return shared ?? donor.addresses.find((a) => a.type !== "thunderbolt") ?? null;
 }
 
 /**
@@ -432,7 +454,7 @@ function pooled(
         endLayer: card.n_layers,
       });
     } else {
-      const host = c.node.addresses[0].ip;
+      const host = donorAddress(driver, c.node)!.ip;
       const port = pickPort(ports);
       donorEndpoints[c.node.nodeId] = `${host}:${port}`;
       runnerToShard[runnerId] = shard(card, "RpcDonorShardMetadata", {

@@ -17,8 +17,8 @@ import {
 } from "../../src/healing/decide.ts";
 import type { ModelCard } from "../../src/models/card.ts";
 import { localCard } from "../../src/models/local.ts";
-import { placementRequest, plan } from "../../src/placement/planner.ts";
-import { buildClusterView, type ClusterView } from "../../src/placement/view.ts";
+import { donorAddress, placementRequest, plan } from "../../src/placement/planner.ts";
+import { buildClusterView, type ClusterView, type NodeView } from "../../src/placement/view.ts";
 import { donorsPhase, poolRole } from "../../src/worker/pooled.ts";
 import { tinyModel } from "../helpers/models.ts";
 import { counterIds, entries, type NodeSpec, NOW } from "../helpers/synthetic-cluster.ts";
@@ -132,6 +132,68 @@ describe("the planner's RPC protocol check", () => {
     expect(r.ok && Object.keys(r.placement.instance)[0]).toBe("LlamaRpcInstance");
     const one = plan(view([small("a"), big("b")]), card, placementRequest(card.model_id), counterIds());
     expect(one.ok && nodesOf(one.placement.instance)).toEqual(["b"]);
+  });
+});
+
+describe("the address a driver reaches a donor by", () => {
+  const node = (addresses: NodeView["addresses"]): NodeView => ({
+    ...view([small("x")]).nodes[0],
+    addresses,
+  });
+  const tb = (ip: string) => ({ ip, type: "thunderbolt" as const });
+  const eth = (ip: string) => ({ ip, type: "ethernet" as const });
+  const wifi = (ip: string) => ({ ip, type: "wifi" as const });
+  const vpn = (ip: string) => ({ ip, type: "vpn" as const });
+  const cases: {
+    name: string;
+    driver: NodeView["addresses"];
+    donor: NodeView["addresses"];
+    expect: string | null;
+  }[] = [
+    {
+      name: "the Thunderbolt link they share first",
+      driver: [tb("10.9.0.1"), eth("192.168.1.2")],
+      donor: [tb("10.9.0.2"), eth("192.168.1.3")],
+      expect: "10.9.0.2",
+    },
+    {
+      name: "Ethernet when the donor's Thunderbolt cable goes to another node",
+      driver: [eth("192.168.1.2")],
+      donor: [tb("10.8.0.2"), eth("192.168.1.3")],
+      expect: "192.168.1.3",
+    },
+    {
+      name: "Wi-Fi before a VPN on a shared subnet",
+      driver: [wifi("192.168.5.2"), vpn("100.64.0.1")],
+      donor: [wifi("192.168.5.9"), vpn("100.64.0.2")],
+      expect: "192.168.5.9",
+    },
+    {
+      name: "a routed address when no subnet is shared",
+      driver: [eth("192.168.1.2")],
+      donor: [eth("172.16.4.2")],
+      expect: "172.16.4.2",
+    },
+    {
+      name: "no route when the donor only has a cable to someone else",
+      driver: [eth("192.168.1.2")],
+      donor: [tb("10.8.0.2")],
+      expect: null,
+    },
+  ];
+  for (const c of cases) {
+    it(c.name, () => expect(donorAddress(node(c.driver), node(c.donor))?.ip ?? null).toBe(c.expect));
+  }
+
+  it("leaves an unreachable donor out of the pool and says why", () => {
+    const r = plan(
+      view([small("a"), small("b", { link: "thunderbolt", ip: "10.77.0.2" })]),
+      card,
+      placementRequest(card.model_id, { instance_meta: "LlamaRpc", min_nodes: 2 }),
+      counterIds(),
+    );
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.error).toMatch(/has no address a can reach|has no address b can reach/);
   });
 });
 
