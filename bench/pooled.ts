@@ -147,7 +147,9 @@ async function measure(label: string, donors: { host: string; netns?: string }[]
 let segment: Segment | null = null;
 const daemons: Daemon[] = [];
 const cleanup = async () => {
-  await Promise.all(daemons.splice(0).map((d) => d.stop()));
+  const done = daemons.splice(0);
+  await Promise.all(done.map((d) => d.stop()));
+  for (const d of done) Deno.removeSync(d.dataDir, { recursive: true });
   segment?.remove();
   segment = null;
 };
