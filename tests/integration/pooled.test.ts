@@ -295,7 +295,9 @@ describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
         if (done) break;
         streamed += new TextDecoder().decode(value);
       }
-      expect(streamed.slice(-600)).toMatch(/"error":\{"message":"the engine serving this model failed during the request: [^"]*(stopped while serving|killed|exited)/);
+      expect(streamed.slice(-600)).toMatch(
+        /"error":\{"message":"the engine serving this model failed during the request: [^"]*(stopped while serving|killed|exited)/,
+      );
       expect(streamed).not.toMatch(/"finish_reason":"length"/);
       s = await waitForState(
         outsider.url,
