@@ -349,6 +349,30 @@ describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
       expect(again.find((x) => x.id === third.instanceId)!.reason).toContain(
         `after node ${dead.nodeId} timed out`,
       );
+
+      // A donor's link fails: it is timed out, its engine stops, and with one node of the right
+      // protocol left no pool is possible, so healing stops and the master's history says why.
+      const cutNode = nodes.find((d) => d.nodeId === Object.keys(third.donorEndpoints)[0])!;
+      const [cutDonor] = await runnersOf(cutNode);
+      const rest = alive.filter((d) => d !== cutNode);
+      segment.linkDown(nodes.indexOf(cutNode));
+      await waitFor("the pool gone after the link loss", async () => {
+        const st = await json<WireState>(`${outsider.url}/state`);
+        return !Object.keys(st.instances).includes(third.instanceId);
+      }, 30_000);
+      await waitFor("the cut donor's engine stopped", () => !pidAlive(cutDonor.engine!.pid!), 30_000);
+      const master = await oneMaster(rest.map((d) => d.url), 45_000);
+      const masterNode = rest.find((d) => d.nodeId === master)!;
+      const verdict = await waitFor("the give-up in the master's history", async () => {
+        const row = (await historyRows(masterNode)).find((x) => x.id === third.instanceId);
+        return row?.reason?.includes("healing no re-placement") ? row.reason : null;
+      }, 30_000);
+      expect(verdict).toContain(`node ${cutNode.nodeId} timed out`);
+      expect(verdict).toMatch(/a pool: .*no pool is possible/);
+      r = await chat(outsider);
+      expect(r.status).toBe(404);
+      expect(r.text).toContain(MODEL);
+      segment.linkUp(nodes.indexOf(cutNode));
     },
     420_000,
   );
