@@ -173,6 +173,16 @@ export function decideHealing(
   return { action: "give-up", deleteReason: del(why), why };
 }
 
+/** The lineage an `InstanceCreated` carries when healing placed it (its reason names the attempt). */
+export function lineageOfCreated(event: Event): { instanceId: string; lineage: Lineage } | null {
+  if (eventType(event) !== "InstanceCreated") return null;
+  const { instance, reason } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
+  const m = reason ? /^heals .*, attempt (\d+)\/\d+$/.exec(reason) : null;
+  return m
+    ? { instanceId: instanceBody(instance).instanceId, lineage: { attempts: Number(m[1]), readySince: null } }
+    : null;
+}
+
 /** The state without one instance: the view healing plans over, since the broken one is being torn down. */
 export function withoutInstance(state: ClusterState, instanceId: string): ClusterState {
   const instances = { ...state.instances };

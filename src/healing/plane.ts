@@ -20,6 +20,7 @@ import {
   breakagesOf,
   decideHealing,
   type Lineage,
+  lineageOfCreated,
   withoutInstance,
 } from "./decide.ts";
 
@@ -49,6 +50,9 @@ export class Healer implements Plane {
   }
 
   #observe(ie: IndexedEvent, before: ClusterState, after: ClusterState): void {
+    // Every node learns healed placements from the log, so a new master keeps counting attempts.
+    const healed = lineageOfCreated(ie.event);
+    if (healed) this.#lineage.set(healed.instanceId, healed.lineage);
     for (const [id, l] of this.#lineage) {
       if (!after.instances[id] && !before.instances[id]) this.#lineage.delete(id);
       else if (l.readySince === null && allReady(after, id)) l.readySince = Date.now();
@@ -58,7 +62,9 @@ export class Healer implements Plane {
     const breakages = breakagesOf(ie.event, before, after, new Set(this.#lineage.keys()));
     // Never submit from inside the log's listener: the append that called us is still running.
     for (const b of breakages) {
-      this.#queue = this.#queue.then(() => this.#heal(b)).catch((e) => {
+      // Taken now: by the time the queue reaches it, later events may have dropped the entry.
+      const lineage = this.#lineage.get(b.instanceId);
+      this.#queue = this.#queue.then(() => this.#heal(b, lineage)).catch((e) => {
         log.error("healing {instanceId} failed: {error}", {
           instanceId: b.instanceId,
           error: (e as Error).message,
@@ -67,7 +73,7 @@ export class Healer implements Plane {
     }
   }
 
-  async #heal(b: Breakage): Promise<void> {
+  async #heal(b: Breakage, lineage: Lineage | undefined): Promise<void> {
     const ctx = this.#ctx;
     if (this.#stopped) return;
     const state = ctx.log.state;
@@ -77,7 +83,6 @@ export class Healer implements Plane {
     const view = buildClusterView(withoutInstance(state, b.instanceId), ctx.telemetry.entries(), Date.now(), {
       nodeTimeoutMs: ctx.config.nodeTimeout * 1000,
     });
-    const lineage = this.#lineage.get(b.instanceId);
     const d = decideHealing(b, lineage, view, card, Date.now(), { newId: () => crypto.randomUUID() });
     this.#lineage.delete(b.instanceId);
     log.warn("instance {instanceId} broke ({reason}): {action}", {
@@ -97,8 +102,7 @@ export class Healer implements Plane {
       }
       return;
     }
-    const newId = instanceBody(d.instance).instanceId;
-    this.#lineage.set(newId, d.lineage);
+    this.#lineage.set(instanceBody(d.instance).instanceId, d.lineage);
     await ctx.submit(makeEvent("InstanceCreated", { instance: d.instance, reason: d.createReason }));
   }
 }

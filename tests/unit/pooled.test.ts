@@ -12,6 +12,7 @@ import {
   breakagesOf,
   decideHealing,
   HEALED_AFTER_MS,
+  lineageOfCreated,
   MAX_HEAL_ATTEMPTS,
   withoutInstance,
 } from "../../src/healing/decide.ts";
@@ -410,6 +411,10 @@ describe("healing policy", () => {
       );
       expect(d.createReason).toContain(`heals ${id} after donor on node ${donor} failed`);
       expect(d.lineage.readySince).toBeNull();
+      // Every node reads the same lineage back from the event, so a new master keeps the count.
+      const created = makeEvent("InstanceCreated", { instance: d.instance, reason: d.createReason });
+      expect(lineageOfCreated(created)).toEqual({ instanceId: "h-0", lineage: d.lineage });
+      expect(lineageOfCreated(makeEvent("InstanceCreated", { instance: d.instance }))).toBeNull();
     });
   }
 
