@@ -183,7 +183,10 @@ export class Worker implements Plane {
   /** Starts a prepared engine and reports the runner ready, or failed with the engine's log tail. */
   async #launch(runner: LocalRunner, engine: EngineProcess, port: number | null, what: string): Promise<void> {
     const phase = (): LocalPhase => runner.phase;
-    const release = () => port !== null && this.#ports.release(port);
+    const release = () => {
+      if (port !== null) this.#ports.release(port);
+    };
+    if (this.#stopped || phase() !== "starting") return release(); // stopped before it began
     runner.engine = engine;
     engine.onDeath((reason, tail) => {
       release();
@@ -197,7 +200,7 @@ export class Worker implements Plane {
       if (phase() === "stopping") return;
       return this.#fail(runner, e instanceof EngineFailed ? e.message : `${engine.spec.kind} failed to start: ${(e as Error).message}`);
     }
-    if (phase() !== "starting") return; // stopped while loading
+    if (phase() !== "starting") return void (await engine.stop(1000)); // stopped while loading
     runner.baseUrl = port === null ? null : `http://127.0.0.1:${port}`;
     runner.phase = "ready";
     log.info("runner {runnerId} {what}", { runnerId: runner.runnerId, what });
