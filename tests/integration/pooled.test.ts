@@ -5,6 +5,7 @@
  * The namespace part skips only when this machine cannot create network namespaces.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { listensIn } from "../../src/engines/rpc-server.ts";
 import { pidAlive, waitForState, type WireState } from "../helpers/cluster.ts";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
@@ -269,6 +270,20 @@ describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
       expect(donor.engine!.command).toEqual(
         expect.arrayContaining(["-H", addressOf(donorNode.nodeId), "-c"]),
       );
+      expect(donor.engine!.logHead.join("\n")).toContain("Starting RPC server v6.0.0");
+      expect(donor.engine!.logTail.join("\n")).toContain("Accepted client connection");
+      // Bound to the driver's link only: its namespace's socket table has the donor on that address,
+      // not on the wildcard or loopback.
+      const port = Number(first.donorEndpoints[donorNode.nodeId].split(":")[1]);
+      const table = new TextDecoder().decode(
+        new Deno.Command("ip", {
+          args: ["netns", "exec", segment.node(nodes.indexOf(donorNode)).netns, "cat", "/proc/net/tcp"],
+          stdout: "piped",
+        }).outputSync().stdout,
+      );
+      expect(listensIn(table, addressOf(donorNode.nodeId), port)).toBe(true);
+      expect(listensIn(table, "0.0.0.0", port)).toBe(false);
+      expect(listensIn(table, "127.0.0.1", port)).toBe(false);
       const firstPids = (await Promise.all(nodes.map(runnersOf))).flat().map((x) => x.engine!.pid!);
 
       // kill -9 of a donor's engine: the whole instance is torn down and placed again without that node,
