@@ -17,6 +17,7 @@ import { instanceRoutes } from "./routes/instances.ts";
 import { downloadRoutes } from "./routes/downloads.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
+import { audioRoutes } from "./routes/audio.ts";
 import { nodeRoutes } from "./routes/node.ts";
 import { placementRoutes } from "./routes/placement.ts";
 import { stateRoutes } from "./routes/state.ts";
@@ -71,6 +72,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", placementRoutes);
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
+  app.route("/", audioRoutes);
   app.route("/", customModelRoutes);
   app.route("/", configRoutes);
   app.route("/", clusterRoutes);

@@ -1,15 +1,15 @@
 /**
  * The worker plane: reconciles what runs on this node with the cluster state after every applied event.
- * It starts llama-server for each shard placed here, reports runner status as events, and notices a
- * dead engine at once (the runner fails with the engine's log tail; requests then fail fast).
+ * It starts the engine each shard placed here needs (src/engines/dispatch.ts: llama-server, whisper-server,
+ * espeak-ng), reports runner status as events, and notices a dead engine at once (the runner fails with
+ * the engine's log tail; requests then fail fast).
  */
 import type { ShardMetadata } from "../cluster/instances.ts";
 import { instanceBody } from "../cluster/instances.ts";
 import { makeEvent } from "../cluster/events.ts";
 import { untag } from "../cluster/tagged.ts";
 import type { Plane } from "../daemon/node.ts";
-import { findEngines } from "../engines/discovery.ts";
-import { llamaServerProcess } from "../engines/llama-server.ts";
+import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
@@ -37,6 +37,12 @@ export interface LocalRunner {
   failure: string | null;
   /** Aborted when the runner is stopped: cancels its download or start. */
   abort: AbortController;
+  /** Which engine serves it, once chosen. */
+  engineKind?: EngineKind;
+  /** The binary an engine run once per request uses (espeak-ng); such a runner has no baseUrl. */
+  command?: string | null;
+  /** The placed card (its audio section drives the speech routes). */
+  card?: ModelCard;
 }
 
 export class Worker implements Plane {
@@ -123,18 +129,15 @@ export class Worker implements Plane {
       return this.#fail(runner, `the placement's model card is invalid: ${(e as Error).message}`);
     }
     await this.#status(runner.runnerId, { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } });
-    const engines = await findEngines();
-    if (!engines.llamaServer) {
-      return this.#fail(runner, "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`");
-    }
-    const file = await obtainModelFile(this.#ctx, card, shard, runner.abort.signal);
-    if ("error" in file) return this.#fail(runner, file.error);
+    const prepared = await prepareEngine(card, runner.contextTokens, () => obtainModelFile(this.#ctx, card, shard, runner.abort.signal));
+    if ("error" in prepared) return this.#fail(runner, prepared.error);
     if (this.#stopped || phase() !== "starting") return;
+    runner.engineKind = prepared.kind;
+    runner.card = card;
+    runner.command = prepared.command;
+    if (!prepared.process) return this.#ready(runner, null);
     const port = this.#ports.allocate();
-    const engine = llamaServerProcess(
-      { bin: engines.llamaServer, model: file.path, port, contextTokens: runner.contextTokens, embedding: card.tasks.includes("TextEmbedding") },
-      sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }),
-    );
+    const engine = prepared.process(port, sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }));
     runner.engine = engine;
     engine.onDeath((reason, tail) => {
       this.#ports.release(port);
@@ -146,12 +149,21 @@ export class Worker implements Plane {
     } catch (e) {
       this.#ports.release(port);
       if (phase() === "stopping") return;
-      return this.#fail(runner, e instanceof EngineFailed ? e.message : `llama-server failed to start: ${(e as Error).message}`);
+      return this.#fail(runner, e instanceof EngineFailed ? e.message : `${prepared.kind} failed to start: ${(e as Error).message}`);
     }
     if (phase() !== "starting") return; // stopped while loading
-    runner.baseUrl = `http://127.0.0.1:${port}`;
+    await this.#ready(runner, port);
+  }
+
+  async #ready(runner: LocalRunner, port: number | null): Promise<void> {
+    runner.baseUrl = port === null ? null : `http://127.0.0.1:${port}`;
     runner.phase = "ready";
-    log.info("runner {runnerId} serves {model} on port {port}", { runnerId: runner.runnerId, model: runner.modelId, port });
+    log.info("runner {runnerId} serves {model} with {engine} on port {port}", {
+      runnerId: runner.runnerId,
+      model: runner.modelId,
+      engine: runner.engineKind,
+      port: port ?? "none (run per request)",
+    });
     await this.#status(runner.runnerId, { RunnerLoaded: {} });
     await this.#status(runner.runnerId, { RunnerReady: {} });
   }
