@@ -4,6 +4,7 @@
  */
 import { writeTinyAudioProjector } from "../../src/models/gguf/tiny-audio-projector.ts";
 import { writeTinyWhisper } from "../../src/models/whisper/tiny.ts";
+import { parseWav, pcm16Bytes, resample } from "../../src/audio/pcm.ts";
 import { MODELS_DIR } from "./models.ts";
 import { oggOpusToWebm } from "./webm.ts";
 
@@ -161,4 +162,20 @@ export function audioLlmCardWire(modelId: string, ggufPath: string, mmprojPath: 
     },
     placement: { compatibleBackends: ["llama_cpp-cpu"], backendPreference: ["llama_cpp-cpu"] },
   };
+}
+
+/** Base64 of `wav` as /v1/realtime takes audio: 24 kHz mono little-endian PCM16. */
+export function realtimeAudio(wav: Uint8Array): string {
+  const a = parseWav(wav);
+  const bytes = pcm16Bytes(resample(a.samples, a.sampleRate, 24000));
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
+}
+
+/** A manual realtime turn: VAD off, the whole `wav` appended, then committed. */
+export function sendManualTurn(ws: WebSocket, wav: Uint8Array): void {
+  ws.send(JSON.stringify({ type: "session.update", session: { turn_detection: null } }));
+  ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: realtimeAudio(wav) }));
+  ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
 }

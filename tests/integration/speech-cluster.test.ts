@@ -3,13 +3,14 @@
  * and every speech route (JSON, multipart, GET, the realtime WebSocket) asked of the other.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { parseWav, resample } from "../../src/audio/pcm.ts";
+import { parseWav } from "../../src/audio/pcm.ts";
 import { runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { oneMaster, waitFor } from "../helpers/multinode.ts";
 import {
   espeakCardWire,
   espeakWav,
+  sendManualTurn,
   tinyWhisperModel,
   whisperCardWire,
   whisperServerBinary,
@@ -89,16 +90,7 @@ describe("speech asked of a node that does not run it", () => {
         const ev = JSON.parse(e.data);
         types.push(ev.type);
         if (ev.type === "session.created") {
-          ws.send(JSON.stringify({ type: "session.update", session: { turn_detection: null } }));
-          const w = parseWav(hello);
-          const pcm = resample(w.samples, w.sampleRate, 24000);
-          const bytes = new Uint8Array(pcm.length * 2);
-          const dv = new DataView(bytes.buffer);
-          pcm.forEach((x, i) => dv.setInt16(i * 2, Math.round(x * 32767), true));
-          let bin = "";
-          for (const x of bytes) bin += String.fromCharCode(x);
-          ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: btoa(bin) }));
-          ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+          sendManualTurn(ws, hello);
         }
         if (ev.type === "conversation.item.input_audio_transcription.completed") resolve(ev);
       };

@@ -19,6 +19,7 @@ import {
   encodeWith,
   espeakCardWire,
   espeakWav,
+  sendManualTurn,
   tinyAudioProjectorModel,
   tinyWhisperModel,
   whisperCardWire,
@@ -727,16 +728,7 @@ describe("transcription through llama-server with a tiny audio projector", () =>
         const ev = JSON.parse(e.data);
         events.push(ev);
         if (ev.type === "session.created") {
-          ws.send(JSON.stringify({ type: "session.update", session: { turn_detection: null } }));
-          const a = parseWav(wav);
-          const pcm = resample(a.samples, a.sampleRate, 24000);
-          const bytes = new Uint8Array(pcm.length * 2);
-          const dv = new DataView(bytes.buffer);
-          pcm.forEach((x, i) => dv.setInt16(i * 2, Math.round(x * 32767), true));
-          let bin = "";
-          for (const b of bytes) bin += String.fromCharCode(b);
-          ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: btoa(bin) }));
-          ws.send(JSON.stringify({ type: "input_audio_buffer.commit" }));
+          sendManualTurn(ws, wav);
         }
         if (ev.type === "conversation.item.input_audio_transcription.completed" || ev.type === "error") {
           resolve();
