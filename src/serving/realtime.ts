@@ -81,6 +81,7 @@ export class RealtimeSession {
   #itemId = id("item");
   #previousItem: string | null = null;
   #work: Promise<void> = Promise.resolve();
+  #pending = 0;
   #closed = false;
 
   constructor(
@@ -120,6 +121,11 @@ export class RealtimeSession {
   /** Waits for transcriptions in flight (tests and shutdown). */
   idle(): Promise<void> {
     return this.#work;
+  }
+
+  /** Turns committed and not yet answered: a session waiting on them is not idle. */
+  get pending(): number {
+    return this.#pending;
   }
 
   shutdown() {
@@ -271,6 +277,7 @@ export class RealtimeSession {
     this.#itemId = id("item");
     const language = this.#language;
     const prompt = this.#prompt;
+    this.#pending++;
     this.#work = this.#work.then(async () => {
       if (this.#closed) return;
       try {
@@ -296,6 +303,6 @@ export class RealtimeSession {
         });
         this.error("engine_error", message, undefined, "server_error");
       }
-    });
+    }).finally(() => this.#pending--);
   }
 }

@@ -86,6 +86,7 @@ describe("speech asked of a node that does not run it", () => {
     const types: string[] = [];
     const done = new Promise<Record<string, unknown>>((resolve, reject) => {
       ws.onerror = () => reject(new Error("socket error"));
+      ws.onclose = (e) => reject(new Error(`closed ${e.code} ${e.reason} after ${types.join(", ")}`));
       ws.onmessage = (e) => {
         const ev = JSON.parse(e.data);
         types.push(ev.type);

@@ -431,6 +431,7 @@ audioRoutes.get("/v1/realtime", (c) => {
     clearTimeout(idle);
     idle = setTimeout(() => {
       if (socket.readyState !== WebSocket.OPEN) return;
+      if (session.pending > 0) return touch(); // waiting on the engine is not idleness
       socket.send(JSON.stringify({
         type: "error",
         error: {
