@@ -167,6 +167,24 @@ describe("speech on one node", () => {
       expect(maxErr).toBeLessThan(1 / 32768 + 1e-9);
     });
 
+    it("speaks Ogg Opus of the same length as its WAV, and not silence", async () => {
+      const body = (response_format: string) =>
+        JSON.stringify({ model: TTS, input: "Opus, for small answers.", response_format });
+      const res = await fetch(`${node.url}/v1/audio/speech`, { method: "POST", body: body("opus") });
+      expect(res.status).toBe(200);
+      expect(res.headers.get("content-type")).toBe("audio/ogg; codecs=opus");
+      const opus = new Uint8Array(await res.arrayBuffer());
+      const wavRes = await fetch(`${node.url}/v1/audio/speech`, { method: "POST", body: body("wav") });
+      const wav = parseWav(new Uint8Array(await wavRes.arrayBuffer()));
+      const decoded = await decodeAudio(opus);
+      expect(decoded.container).toBe("ogg");
+      expect(decoded.sampleRate).toBe(48000);
+      // The granule positions make the decoded length exact (pre-skip and the last frame's padding trimmed).
+      expect(Math.abs(decoded.samples.length / 48000 - wav.samples.length / 22050)).toBeLessThan(0.001);
+      expect(rms(decoded.samples)).toBeGreaterThan(0.01);
+      expect(opus.length).toBeLessThan(wav.samples.length * 2 / 4);
+    });
+
     it("speaks faster at speed 2 than at speed 1", async () => {
       const len = async (speed: number) => {
         const res = await fetch(`${node.url}/v1/audio/speech`, {

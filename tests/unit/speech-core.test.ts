@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeAudio, sniffContainer, UnsupportedAudio } from "../../src/audio/decode.ts";
 import { encodeFlac } from "../../src/audio/flac.ts";
+import { encodeOggOpus } from "../../src/audio/opus.ts";
 import {
   AudioFormatError,
   encodeWav,
@@ -366,4 +367,17 @@ describe("FLAC encoder", () => {
     const ints = floatToInt16(t);
     expect(back.samples.every((x, i) => Math.round(x * (x >= 0 ? 32767 : 32768)) === ints[i])).toBe(true);
   });
+});
+
+describe("Ogg Opus encoder", () => {
+  it.each([[22050, 1.3], [16000, 0.02], [48000, 0.5], [24000, 2.01]])(
+    "codes %i Hz audio of %f s that decodes to the same length",
+    async (rate, seconds) => {
+      const t = tone(seconds, rate, 0.4, 330);
+      const back = await decodeAudio(await encodeOggOpus(t, rate));
+      expect(back.container).toBe("ogg");
+      expect(Math.abs(back.samples.length / back.sampleRate - t.length / rate)).toBeLessThan(0.0005);
+      expect(rms(back.samples)).toBeCloseTo(rms(t), 1);
+    },
+  );
 });

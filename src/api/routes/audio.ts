@@ -8,6 +8,7 @@ import type { Context } from "hono";
 import { z } from "zod";
 import { AudioFormatError, durationSeconds, pcm16FromBytes, wavHeader } from "../../audio/pcm.ts";
 import { encodeFlac } from "../../audio/flac.ts";
+import { encodeOggOpus } from "../../audio/opus.ts";
 import { decodeAudio, UnsupportedAudio } from "../../audio/decode.ts";
 import {
   completedEvent,
@@ -48,7 +49,9 @@ const OPENAI_VOICES = new Set([
 ]);
 const SPEECH_FORMATS = ["wav", "pcm", "mp3", "flac", "opus", "aac"] as const;
 /** What espeak-ng output can be encoded to in-process. */
-const ENCODABLE = new Set(["wav", "pcm", "flac"]);
+const ENCODABLE = new Set(["wav", "pcm", "flac", "opus"]);
+/** Formats encoded whole from the finished audio (their frames or pages need whole blocks). */
+const WHOLE = new Set(["flac", "opus"]);
 
 export const SpeechRequest = z.looseObject({
   model: z.string().min(1, "must name a model"),
@@ -148,7 +151,7 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
   if (!ENCODABLE.has(format)) {
     throw new ApiError(
       400,
-      `response_format ${format} is not available from ${runner.engineKind}; use wav, pcm or flac`,
+      `response_format ${format} is not available from ${runner.engineKind}; use wav, pcm, flac or opus`,
       { param: "response_format", type: "invalid_request_error" },
     );
   }
@@ -175,8 +178,8 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
     signal: c.req.raw.signal,
   });
   const headers = { ...pcmHeaders(ESPEAK_SAMPLE_RATE), "X-Audio-Voice": voice };
-  // FLAC is encoded whole (its frames need the block's samples), so it is sent when synthesis ends.
-  if ((req.stream || req.stream_format === "sse") && format !== "flac") {
+  // FLAC and Opus are encoded whole, so they are sent when synthesis ends even when streaming is asked.
+  if ((req.stream || req.stream_format === "sse") && !WHOLE.has(format)) {
     // Streamed WAV carries an open-ended header (size 0xFFFFFFFF), as streaming encoders write it.
     const body = format === "wav" ? withPrefix(wavHeader(ESPEAK_SAMPLE_RATE, 0xffffffff - 36), pcm) : pcm;
     if (req.stream_format === "sse") {
@@ -195,6 +198,12 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
     throw new ApiError(502, (e as Error).message);
   }
   bytes = bytes.subarray(0, bytes.length - (bytes.length % 2));
+  if (format === "opus") {
+    const opus = await encodeOggOpus(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
+    return new Response(opus as BodyInit, {
+      headers: { ...headers, "Content-Type": "audio/ogg; codecs=opus" },
+    });
+  }
   if (format === "flac") {
     const flac = encodeFlac(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
     return new Response(flac as BodyInit, { headers: { ...headers, "Content-Type": "audio/flac" } });
