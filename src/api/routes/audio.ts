@@ -1,7 +1,7 @@
 /**
  * The speech routes in upstream's (OpenAI's) shapes: /v1/audio/speech, /v1/audio/voices,
- * /v1/audio/transcriptions, /v1/audio/translations and the /v1/realtime WebSocket. Each finds the placed
- * speech model (here, or forwards to the node that drives it) and answers in the asked format.
+ * /v1/audio/transcriptions and /v1/audio/translations (the /v1/realtime WebSocket is realtime.ts). Each
+ * finds the placed speech model (here, or forwards to the node that drives it) and answers in the asked format.
  */
 import { Hono } from "hono";
 import type { Context } from "hono";
@@ -20,15 +20,11 @@ import {
   transcriptEvents,
 } from "../../audio/transcript.ts";
 import { ESPEAK_SAMPLE_RATE, espeakPcm, espeakVoices } from "../../engines/espeak.ts";
-import { logger } from "../../log/mod.ts";
 import { forwardRequest } from "../../serving/forward.ts";
-import { CLOSE, REALTIME_LIMITS, RealtimeSession } from "../../serving/realtime.ts";
 import { routeSpeech, type SpeechRoute, transcribeLocal } from "../../serving/speech.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, readJson } from "../errors.ts";
 import { describe } from "../openapi.ts";
-
-const log = logger("audio");
 
 /** Upload limit of /v1/audio/transcriptions and /translations (OpenAI's). */
 export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
@@ -92,13 +88,6 @@ describe({
   path: "/v1/audio/translations",
   summary: "Speech to English text (multipart, like transcriptions)",
   tag: "audio",
-});
-describe({
-  method: "get",
-  path: "/v1/realtime",
-  summary: "Realtime transcription WebSocket (OpenAI realtime events, 24 kHz PCM16)",
-  tag: "audio",
-  query: { model: "a placed speech-to-text model" },
 });
 
 export const audioRoutes = new Hono<ApiEnv>();
@@ -264,7 +253,7 @@ function withPrefix(prefix: Uint8Array, rest: ReadableStream<Uint8Array>): Reada
 }
 
 /** The `model` query parameter of the GET routes, routed to the runner that serves it. */
-function queryModel(c: Context<ApiEnv>, want: "tts" | "stt"): { model: string; route: SpeechRoute } {
+export function queryModel(c: Context<ApiEnv>, want: "tts" | "stt"): { model: string; route: SpeechRoute } {
   const model = c.req.query("model");
   if (!model) {
     throw badRequest(
@@ -425,106 +414,3 @@ async function transcription(c: Context<ApiEnv>, task: "transcribe" | "translate
 
 audioRoutes.post("/v1/audio/transcriptions", (c) => transcription(c, "transcribe"));
 audioRoutes.post("/v1/audio/translations", (c) => transcription(c, "translate"));
-
-audioRoutes.get("/v1/realtime", (c) => {
-  const { model, route } = queryModel(c, "stt");
-  if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
-    throw new ApiError(426, "this route is a WebSocket: connect with an Upgrade: websocket request");
-  }
-  if ("remote" in route) return proxyRealtime(c, route.remote, model);
-  const runner = route.local;
-  const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
-  // Idle means no event either way: a session waiting on a long transcription is not idle.
-  let idle: ReturnType<typeof setTimeout> | undefined;
-  const touch = () => {
-    clearTimeout(idle);
-    idle = setTimeout(() => {
-      if (socket.readyState !== WebSocket.OPEN) return;
-      if (session.pending > 0) return touch(); // waiting on the engine is not idleness
-      socket.send(JSON.stringify({
-        type: "error",
-        error: {
-          type: "invalid_request_error",
-          code: "session_idle",
-          message: `no event for ${REALTIME_LIMITS.idleMs} ms; closing`,
-          param: null,
-          event_id: null,
-        },
-      }));
-      socket.close(CLOSE.idle, "idle timeout");
-    }, REALTIME_LIMITS.idleMs);
-  };
-  const session = new RealtimeSession(
-    model,
-    (event) => {
-      if (socket.readyState !== WebSocket.OPEN) return;
-      touch();
-      socket.send(JSON.stringify(event));
-    },
-    async (samples, sampleRate, o, onDelta) => {
-      try {
-        return await transcribeLocal(runner, { samples, sampleRate }, { task: "transcribe", ...o }, onDelta);
-      } catch (e) {
-        // A dead engine ends the session once the session has reported the failure (it does so first).
-        if (runner.phase !== "ready") {
-          setTimeout(() =>
-            socket.readyState === WebSocket.OPEN &&
-            socket.close(CLOSE.engineFailed, "the transcription engine failed"), 0);
-        }
-        throw e;
-      }
-    },
-    (code, reason) => socket.readyState === WebSocket.OPEN && socket.close(code, reason),
-  );
-  socket.onopen = () => {
-    session.start();
-    touch();
-  };
-  socket.onmessage = (e) => {
-    touch();
-    if (typeof e.data !== "string") {
-      return session.error("invalid_event", "send JSON text events; binary frames are not accepted");
-    }
-    session.handle(e.data);
-  };
-  socket.onclose = () => {
-    clearTimeout(idle);
-    session.shutdown();
-  };
-  socket.onerror = (e) =>
-    log.debug("realtime socket error: {e}", { e: String((e as ErrorEvent).message ?? e) });
-  return response;
-});
-
-/** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
-function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Response {
-  if (c.req.query("forwarded_by")) {
-    throw new ApiError(
-      503,
-      `realtime request was forwarded here by ${
-        c.req.query("forwarded_by")
-      }, but this node does not drive ${model}`,
-    );
-  }
-  const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
-  if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
-  const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
-  const upstream = new WebSocket(
-    `ws://${address}/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
-      encodeURIComponent(c.var.node.nodeId)
-    }`,
-  );
-  const pending: string[] = [];
-  upstream.onopen = () => pending.splice(0).forEach((m) => upstream.send(m));
-  upstream.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
-  upstream.onclose = (e) =>
-    socket.readyState === WebSocket.OPEN && socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
-  upstream.onerror = () =>
-    socket.readyState === WebSocket.OPEN &&
-    socket.close(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
-  socket.onmessage = (
-    e,
-  ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
-  socket.onclose = () => upstream.readyState <= WebSocket.OPEN && upstream.close();
-  return response;
-}
