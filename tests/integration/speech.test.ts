@@ -77,6 +77,19 @@ describe("speech engines on this node", () => {
   });
 });
 
+describe("skulk engine status", () => {
+  it("names the speech engines and their backend tags", async () => {
+    const whisper = await whisperServerBinary();
+    const r = await skulk(["engine", "status", "--json"], { SKULK_WHISPER_SERVER_BIN: whisper });
+    const info = JSON.parse(r.stdout);
+    expect(info.whisperServer).toBe(whisper);
+    expect(info.espeak).toMatch(/espeak-ng$/);
+    expect(info.backends).toEqual(
+      expect.arrayContaining(["whisper_cpp", "whisper_cpp-cpu", "espeak_ng", "espeak_ng-cpu"]),
+    );
+  });
+});
+
 describe("whisper-server with the tiny random model", () => {
   it("loads it and answers /inference with well-formed JSON", async () => {
     const ports = new PortAllocator();
