@@ -68,8 +68,10 @@ function dashboardModule(): string {
 }
 
 function scriptsModule(): string {
-  return `${header("scripts/build-engine")}export const BUILD_ENGINE_SCRIPT: string = ${
+  return `${header("scripts/build-engine and scripts/build-whisper")}export const BUILD_ENGINE_SCRIPT: string = ${
     JSON.stringify(Deno.readTextFileSync(`${root}scripts/build-engine`))
+  };\nexport const BUILD_WHISPER_SCRIPT: string = ${
+    JSON.stringify(Deno.readTextFileSync(`${root}scripts/build-whisper`))
   };\n`;
 }
 

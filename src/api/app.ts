@@ -17,6 +17,8 @@ import { instanceRoutes } from "./routes/instances.ts";
 import { downloadRoutes } from "./routes/downloads.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
+import { audioRoutes } from "./routes/audio.ts";
+import { realtimeRoutes } from "./routes/realtime.ts";
 import { nodeRoutes } from "./routes/node.ts";
 import { placementRoutes } from "./routes/placement.ts";
 import { stateRoutes } from "./routes/state.ts";
@@ -73,6 +75,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", placementRoutes);
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
+  app.route("/", audioRoutes);
+  app.route("/", realtimeRoutes);
   app.route("/", customModelRoutes);
   app.route("/", configRoutes);
   app.route("/", clusterRoutes);

@@ -1,7 +1,13 @@
-/** `skulk engine status|build`: what llama.cpp engines this node would run, and building them from source. */
+/**
+ * `skulk engine status|build`: what engines this node would run (llama.cpp's, and whisper-server and
+ * espeak-ng for speech), and building llama.cpp or whisper.cpp from source.
+ */
 import type { Command } from "commander";
 import { backendTags, findEngines } from "../engines/discovery.ts";
-import { BUILD_ENGINE_SCRIPT } from "../generated/scripts.gen.ts";
+import { speechBackendTags } from "../engines/dispatch.ts";
+import { findEspeak } from "../engines/espeak.ts";
+import { findWhisperServer } from "../engines/whisper-server.ts";
+import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
 
 export function registerEngine(program: Command): void {
@@ -11,7 +17,8 @@ export function registerEngine(program: Command): void {
     .option("--json", "as JSON")
     .action(async (flags) => {
       const found = await findEngines();
-      const info = { ...found, backends: backendTags(found) };
+      const speech = { whisperServer: findWhisperServer(), espeak: findEspeak() };
+      const info = { ...found, ...speech, backends: [...backendTags(found), ...speechBackendTags()] };
       if (flags.json) {
         console.log(JSON.stringify(info, null, 2));
         return;
@@ -21,6 +28,8 @@ export function registerEngine(program: Command): void {
       console.log(`llama.cpp build: ${found.build ?? "unknown"}`);
       console.log(`compute backend: ${found.backend ?? "unknown"}`);
       console.log(`RPC protocol:    ${found.rpcProtocol ?? "unknown (a driver and its donors must match)"}`);
+      console.log(`whisper-server:  ${speech.whisperServer ?? "not found (speech-to-text; set SKULK_WHISPER_SERVER_BIN or run `skulk engine build --whisper`)"}`);
+      console.log(`espeak-ng:       ${speech.espeak ?? "not found (text-to-speech; install the Debian package espeak-ng)"}`);
       console.log(`advertised:      ${info.backends.join(", ") || "none"}`);
       if (!found.llamaServer) throw new CliError("no llama-server found", 1);
     });
@@ -28,10 +37,11 @@ export function registerEngine(program: Command): void {
     .description("build llama-server and ggml-rpc-server from the llama.cpp source node-llama-cpp ships (about 13 minutes on 2 cores)")
     .option("--backend <name>", "cpu, cuda, vulkan, rocm or metal", "cpu")
     .option("--jobs <n>", "parallel compile jobs (default: all cores)")
+    .option("--whisper", "build whisper.cpp's whisper-server instead (from nodejs-whisper's source; about 2 minutes on 2 cores)")
     .action(async (flags) => {
-      // The script is embedded so a compiled binary can build engines without the source tree.
+      // The scripts are embedded so a compiled binary can build engines without the source tree.
       const script = await Deno.makeTempFile({ prefix: "skulk-build-engine-" });
-      await Deno.writeTextFile(script, BUILD_ENGINE_SCRIPT);
+      await Deno.writeTextFile(script, flags.whisper ? BUILD_WHISPER_SCRIPT : BUILD_ENGINE_SCRIPT);
       const args = [script, "--backend", flags.backend];
       if (flags.jobs) args.push("--jobs", flags.jobs);
       const status = await new Deno.Command("bash", { args, stdin: "null", stdout: "inherit", stderr: "inherit" }).spawn().status;

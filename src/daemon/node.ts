@@ -8,6 +8,7 @@ import { EventLog } from "../cluster/log.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import { backendTags, findEngines } from "../engines/discovery.ts";
+import { speechBackendTags } from "../engines/dispatch.ts";
 import { logger } from "../log/mod.ts";
 import { Catalog } from "../models/catalog.ts";
 import { followCustomCardEvents, loadCustomCardsInto } from "../models/custom.ts";
@@ -128,7 +129,7 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
     llamaCppBuild: found.build,
     // A node without ggml-rpc-server cannot lend memory, whatever its build speaks.
     rpcProtocol: found.rpcServer ? found.rpcProtocol : null,
-    backends: backendTags(found),
+    backends: [...backendTags(found), ...speechBackendTags()],
   };
   const wildcard = config.apiHost === "0.0.0.0" || config.apiHost === "::";
   const apiAddress = `${wildcard ? firstIpv4() ?? shownHost : shownHost}:${port}`;

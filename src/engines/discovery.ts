@@ -25,7 +25,7 @@ export function cacheDir(env: Record<string, string | undefined> = Deno.env.toOb
   return env.SKULK_CACHE_DIR ?? `${env.XDG_CACHE_HOME ?? `${env.HOME ?? "."}/.cache`}/skulk`;
 }
 
-function isExecutable(path: string): boolean {
+export function isExecutable(path: string): boolean {
   try {
     const st = Deno.statSync(path);
     return st.isFile && ((st.mode ?? 0o111) & 0o111) !== 0;

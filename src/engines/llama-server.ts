@@ -2,7 +2,7 @@
  * llama-server as a supervised engine: the command line a placement implies (model, context, GPU layers,
  * RPC donors, embedding mode), bound to 127.0.0.1 on a port from the band, ready when GET /health is 200.
  */
-import { EngineProcess, type ProcessRegistry } from "./process.ts";
+import { answersOk, EngineProcess, type ProcessRegistry } from "./process.ts";
 
 export interface LlamaServerOptions {
   bin: string;
@@ -42,14 +42,8 @@ export function llamaServerArgs(o: LlamaServerOptions): string[] {
   return args;
 }
 
-export async function healthy(baseUrl: string, timeoutMs = 1500): Promise<boolean> {
-  try {
-    const res = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
-    await res.body?.cancel();
-    return res.status === 200;
-  } catch {
-    return false;
-  }
+export function healthy(baseUrl: string, timeoutMs = 1500): Promise<boolean> {
+  return answersOk(`${baseUrl}/health`, timeoutMs);
 }
 
 export function llamaServerProcess(o: LlamaServerOptions, registry?: ProcessRegistry): EngineProcess {

@@ -19,6 +19,17 @@ export interface EngineSpec {
   livenessFailures?: number;
 }
 
+/** True when GET `url` answers 200 within the timeout (an engine's readiness and liveness probe). */
+export async function answersOk(url: string, timeoutMs = 1500): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.body?.cancel();
+    return res.status === 200;
+  } catch {
+    return false;
+  }
+}
+
 export class EngineFailed extends Error {
   constructor(message: string, readonly logTail: string[]) {
     super(logTail.length ? `${message}\n--- last lines of the engine's log ---\n${logTail.slice(-20).join("\n")}` : message);

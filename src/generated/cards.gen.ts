@@ -2,6 +2,10 @@
 // deno-fmt-ignore-file
 export const BUNDLED_CARDS: readonly { path: string; toml: string }[] = [
  {
+  "path": "audio/ggerganov--whisper.cpp.toml",
+  "toml": "# OpenAI Whisper \"base\" (multilingual, 74M parameters) in whisper.cpp's ggml format, served by\n# whisper-server (scripts/build-whisper). The hub repo holds every Whisper size, and a card is keyed by\n# its repo, so one size is bundled; others (exact sizes, from the repo's LFS metadata: tiny 77,691,713,\n# tiny.en 77,704,715, base.en 147,964,211, small 487,601,967, medium 1,533,763,059, large-v3-turbo\n# 1,624,555,275 bytes) can be registered as local models. Architecture: 6 encoder layers, width 512.\nmodel_id = \"ggerganov/whisper.cpp\"\nn_layers = 6\nhidden_size = 512\nsupports_tensor = false\ntasks = [\"SpeechToText\"]\nfamily = \"whisper\"\nquantization = \"F16\"\nbase_model = \"openai/whisper-base\"\ncapabilities = [\"stt\"]\ncontext_length = 448\ngguf_file = \"ggml-base.bin\"\ntrust_remote_code = false\n\n[audio]\nkind = \"stt\"\ndefault_response_format = \"json\"\nresponse_formats = [\"json\", \"verbose_json\", \"text\", \"srt\", \"vtt\"]\nsupports_streaming = true\nsupports_realtime = true\nsupports_translation = true\nsample_rates = [16000]\n\n[placement]\ncompatible_backends = [\"whisper_cpp\", \"whisper_cpp-cpu\"]\nbackend_preference = [\"whisper_cpp\"]\n\n[storage_size]\nin_bytes = 147951465\n"
+ },
+ {
   "path": "audio/majentik--Kokoro-82M-MLX-4bit.toml",
   "toml": "model_id = \"majentik/Kokoro-82M-MLX-4bit\"\nn_layers = 3\nhidden_size = 512\nsupports_tensor = false\ntasks = [\"TextToSpeech\"]\nfamily = \"kokoro\"\nquantization = \"4bit\"\nbase_model = \"hexgrad/Kokoro-82M\"\ncapabilities = [\"tts\"]\ncontext_length = 512\n\n[audio]\nkind = \"tts\"\ndefault_response_format = \"wav\"\nresponse_formats = [\"mp3\", \"wav\", \"flac\", \"ogg\", \"opus\"]\nsupports_streaming = false\nsupports_realtime = false\nsupports_voice_listing = true\nsupports_reference_audio = false\nsample_rates = [24000]\n\n[placement]\ncompatible_backends = [\"mlx_audio\", \"mlx_audio-metal\"]\nbackend_preference = [\"mlx_audio-metal\", \"mlx_audio\"]\n\n[storage_size]\nin_bytes = 666334166\n"
  },
@@ -28,6 +32,10 @@ export const BUNDLED_CARDS: readonly { path: string; toml: string }[] = [
  {
   "path": "audio/mlx-community--fish-audio-s2-pro-8bit.toml",
   "toml": "model_id = \"mlx-community/fish-audio-s2-pro-8bit\"\nn_layers = 36\nhidden_size = 2560\nsupports_tensor = false\ntasks = [\"TextToSpeech\"]\nfamily = \"fish_qwen3_omni\"\nquantization = \"8bit\"\nbase_model = \"fishaudio/s2-pro\"\ncapabilities = [\"tts\"]\ncontext_length = 32768\n\n[audio]\nkind = \"tts\"\ndefault_response_format = \"wav\"\nresponse_formats = [\"wav\"]\nsupports_streaming = false\nsupports_realtime = false\nsupports_voice_listing = false\nsupports_reference_audio = true\nsample_rates = [44100]\n\n[placement]\ncompatible_backends = [\"mlx_audio\", \"mlx_audio-metal\"]\nbackend_preference = [\"mlx_audio-metal\", \"mlx_audio\"]\n\n[storage_size]\nin_bytes = 6731423034\n"
+ },
+ {
+  "path": "audio/skulk--espeak-ng.toml",
+  "toml": "# espeak-ng (Debian package `espeak-ng`, GPL-3.0): formant speech synthesis, the voice that is always\n# there. No weights to download; every voice espeak-ng lists (`GET /v1/audio/voices`) is accepted,\n# and OpenAI's voice names map to the default. Speaks 16-bit mono PCM at 22050 Hz. No storage_size:\n# there are no weights, and placement needs none for espeak-ng.\nmodel_id = \"skulk/espeak-ng\"\nn_layers = 1\nhidden_size = 1\nsupports_tensor = false\ntasks = [\"TextToSpeech\"]\nfamily = \"espeak\"\nquantization = \"\"\nbase_model = \"espeak-ng 1.51\"\ncapabilities = [\"tts\"]\ncontext_length = 0\ntrust_remote_code = false\n\n[audio]\nkind = \"tts\"\ndefault_response_format = \"wav\"\nresponse_formats = [\"wav\", \"pcm\", \"flac\", \"opus\"]\nsupports_streaming = true\nsupports_realtime = false\nsupports_voice_listing = true\nsupports_reference_audio = false\nsample_rates = [22050]\ndefault_voice = \"en\"\n\n[placement]\ncompatible_backends = [\"espeak_ng\", \"espeak_ng-cpu\"]\nbackend_preference = [\"espeak_ng\"]\n"
  },
  {
   "path": "embedding/BAAI--bge-small-en-v1.5.toml",

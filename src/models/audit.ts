@@ -81,11 +81,13 @@ export function auditCard(path: string, card: ModelCard): { problems: string[]; 
       );
     }
   }
-  if (card.gguf_file !== undefined && !card.gguf_file.endsWith(".gguf")) {
+  const whisperFile = engines.has("whisper_cpp") && card.gguf_file?.endsWith(".bin");
+  if (card.gguf_file !== undefined && !card.gguf_file.endsWith(".gguf") && !whisperFile) {
     p.push(`gguf_file ${card.gguf_file} is not a .gguf`);
   }
-  if (card.mmproj_file !== undefined && !card.capabilities.includes("vision")) {
-    p.push("mmproj_file without the vision capability");
+  const hears = card.audio?.kind === "stt" || card.modalities?.supports_audio_input === true;
+  if (card.mmproj_file !== undefined && !card.capabilities.includes("vision") && !hears) {
+    p.push("mmproj_file without the vision capability (or audio input)");
   }
   if (card.vision !== undefined && !card.capabilities.includes("vision")) {
     p.push("[vision] without the vision capability");
@@ -94,7 +96,10 @@ export function auditCard(path: string, card: ModelCard): { problems: string[]; 
     if (!card.capabilities.some((c) => c === "tts" || c === "stt")) {
       p.push("[audio] without a tts/stt capability");
     }
-    if (!engines.has("mlx_audio")) p.push("[audio] card without the mlx_audio engine");
+    const speechEngines = ["mlx_audio", "whisper_cpp", "espeak_ng", "llama_cpp", "llama_server"] as const;
+    if (!speechEngines.some((e) => engines.has(e))) {
+      p.push(`[audio] card without a speech engine (${speechEngines.join(", ")})`);
+    }
   }
   const rt = card.runtime;
   if (rt?.served_spec_type !== undefined && !engines.has("llama_server")) {

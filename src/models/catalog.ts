@@ -103,6 +103,9 @@ export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntr
     caps.supports_tool_calling && "tool calling",
     caps.supports_image_input && "image input",
     caps.supports_audio_input && "audio input",
+    caps.supports_speech_synthesis && "speech synthesis",
+    caps.supports_transcription && "transcription",
+    caps.supports_realtime_audio && "realtime transcription",
   ].filter(Boolean);
   return {
     id: card.model_id,

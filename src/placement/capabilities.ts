@@ -4,8 +4,17 @@
  */
 import type { ModelCard } from "../models/card.ts";
 import { resolveCapabilities } from "../models/capabilities.ts";
+import { ENGINE_TAG, engineKindFor } from "../engines/kind.ts";
 
-export const ENGINES = ["mlx", "mlx_audio", "llama_cpp", "llama_server", "vllm"] as const;
+export const ENGINES = [
+  "mlx",
+  "mlx_audio",
+  "llama_cpp",
+  "llama_server",
+  "vllm",
+  "whisper_cpp",
+  "espeak_ng",
+] as const;
 export const COMPUTES = ["metal", "vulkan", "rocm", "cuda", "cpu"] as const;
 export type Engine = (typeof ENGINES)[number];
 export type Compute = (typeof COMPUTES)[number];
@@ -26,8 +35,11 @@ export function computeOf(tag: string): Compute | null {
   return c && (COMPUTES as readonly string[]).includes(c) ? c as Compute : null;
 }
 
-/** Our runners. Skulk ships one: llama-server (with ggml-rpc-server donors for pools). */
-export type Runner = "llama.cpp";
+/**
+ * Our runners: llama-server (with ggml-rpc-server donors for pools), and for speech whisper.cpp's
+ * whisper-server and espeak-ng (src/engines/kind.ts decides which a card needs).
+ */
+export type Runner = "llama.cpp" | "whisper.cpp" | "espeak-ng";
 
 export interface RunnerCapabilities {
   /** Card engines whose tags this runner serves: upstream's in-process llama_cpp and served llama_server both load a GGUF. */
@@ -44,6 +56,21 @@ export interface RunnerCapabilities {
   imageGeneration: boolean;
 }
 
+/** A speech engine: one node, speech only. */
+function speechOnly(engine: Engine): RunnerCapabilities {
+  return {
+    engines: [engine],
+    poolEngines: [],
+    text: false,
+    tools: false,
+    thinking: false,
+    embeddings: false,
+    visionNeedsProjector: false,
+    speech: true,
+    imageGeneration: false,
+  };
+}
+
 export const RUNNERS: Record<Runner, RunnerCapabilities> = {
   "llama.cpp": {
     engines: ["llama_cpp", "llama_server"],
@@ -53,18 +80,46 @@ export const RUNNERS: Record<Runner, RunnerCapabilities> = {
     thinking: true,
     embeddings: true,
     visionNeedsProjector: true,
-    speech: false,
+    // Transcription through an audio projector (mmproj_file); no speech synthesis.
+    speech: true,
     imageGeneration: false,
   },
+  "whisper.cpp": speechOnly("whisper_cpp"),
+  "espeak-ng": speechOnly("espeak_ng"),
 };
 
 export type Servability =
-  | { ok: true; runner: Runner; tags: string[]; poolTags: string[] }
+  | {
+    ok: true;
+    runner: Runner;
+    tags: string[];
+    poolTags: string[];
+    /** A backend tag the node itself must advertise (it has the engine), beyond a matching compute. */
+    nodeTag?: string;
+  }
   | { ok: false; reason: string };
 
 /** Whether the card declares (as model truth) that it takes images. */
 export function cardServesVision(card: ModelCard): boolean {
   return card.capabilities.includes("vision") || card.vision !== undefined;
+}
+
+/** Speech cards on whisper-server or espeak-ng; null for an audio GGUF, which llama.cpp serves like any GGUF. */
+function speechServability(card: ModelCard): Servability | null {
+  const chosen = engineKindFor(card);
+  if ("error" in chosen) return { ok: false, reason: chosen.error };
+  const nodeTag = ENGINE_TAG[chosen.kind];
+  if (nodeTag === null) return null;
+  const runner: Runner = chosen.kind === "whisper-server" ? "whisper.cpp" : "espeak-ng";
+  const tags = card.placement.compatible_backends.filter((t) => t.split("-")[0] === nodeTag);
+  if (tags.length === 0) {
+    const listed = card.placement.compatible_backends.join(", ") || "none";
+    return {
+      ok: false,
+      reason: `${card.model_id} needs ${runner} but its card lists only ${listed} backends (add ${nodeTag})`,
+    };
+  }
+  return { ok: true, runner, tags, poolTags: [], nodeTag };
 }
 
 /**
@@ -81,10 +136,8 @@ export function servability(card: ModelCard): Servability {
     };
   }
   if (caps.supports_speech_synthesis || caps.supports_transcription) {
-    return {
-      ok: false,
-      reason: `${id} is a speech model (mlx_audio); no runner in this cluster serves speech`,
-    };
+    const speech = speechServability(card);
+    if (speech) return speech;
   }
   const runner: Runner = "llama.cpp";
   const table = RUNNERS[runner];

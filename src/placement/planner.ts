@@ -156,8 +156,10 @@ export function plan(
   const id = card.model_id;
   const serv = servability(card);
   if (!serv.ok) return fail(serv.reason);
-  const storage = card.storage_size?.in_bytes;
-  if (!storage) {
+  // A card with no weights (espeak-ng) needs no storage; any other card needs its size known.
+  const weightless = serv.runner === "espeak-ng";
+  const storage = card.storage_size?.in_bytes ?? (weightless ? 0 : undefined);
+  if (storage === undefined || (!storage && !weightless)) {
     return fail(
       `the size of ${id} is not known yet; it is resolved from the hub on first contact, then placement can run`,
     );
@@ -192,7 +194,9 @@ export function plan(
     else if (!n.reachable) skipped.push(`${n.name} is unreachable`);
     else if (!n.worker) skipped.push(`${n.name} is not a worker`);
     else if (!n.hasMemory) pendingNodes.push(n.name);
-    else {
+    else if (serv.nodeTag && !(n.backends ?? []).includes(serv.nodeTag)) {
+      skipped.push(`${n.name} has no ${serv.runner} engine (it does not advertise ${serv.nodeTag})`);
+    } else {
       const tag = resolveNodeBackend(serv.tags, card.placement.backend_preference, n.computes);
       if (tag === null) {
         skipped.push(

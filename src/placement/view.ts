@@ -48,6 +48,8 @@ export interface NodeView {
   /** Computes the node's llama.cpp build offers (`cpu`, `cuda`, ...); assumed `cpu` when the engine is unreported. */
   computes: string[];
   engineKnown: boolean;
+  /** Every backend tag the node advertises (llama.cpp's and the speech engines': `whisper_cpp`, `espeak_ng`). */
+  backends?: string[];
   /** ggml-rpc protocol the node's build speaks; null: cannot take part in a pool. */
   rpcProtocol: string | null;
   /** Routable IPv4 addresses, best link first. */
@@ -213,6 +215,7 @@ export function buildClusterView(
       reserved: reserved.get(nodeId) ?? 0,
       computes,
       engineKnown: r.engine !== null,
+      backends: r.engine?.backends ?? [],
       rpcProtocol: r.engine?.rpcProtocol ?? null,
       addresses,
     };

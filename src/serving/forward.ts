@@ -7,7 +7,7 @@ import type { NodeContext } from "../node/context.ts";
 
 export const FORWARDED_HEADER = "x-skulk-forwarded-by";
 
-export async function forwardRequest(ctx: NodeContext, nodeId: string, req: Request, body: string): Promise<Response | { error: string }> {
+export async function forwardRequest(ctx: NodeContext, nodeId: string, req: Request, body: string | Uint8Array): Promise<Response | { error: string }> {
   if (req.headers.get(FORWARDED_HEADER)) {
     return { error: `request was forwarded here by ${req.headers.get(FORWARDED_HEADER)}, but this node does not drive the model` };
   }
@@ -21,7 +21,9 @@ export async function forwardRequest(ctx: NodeContext, nodeId: string, req: Requ
   }
   headers.set(FORWARDED_HEADER, ctx.nodeId);
   try {
-    return await fetch(`http://${address}${url.pathname}${url.search}`, { method: req.method, headers, body, signal: req.signal });
+    // GET and HEAD carry no body (fetch refuses one, even empty).
+    const payload = req.method === "GET" || req.method === "HEAD" ? undefined : body as BodyInit;
+    return await fetch(`http://${address}${url.pathname}${url.search}`, { method: req.method, headers, body: payload, signal: req.signal });
   } catch (e) {
     return { error: `node ${nodeId} (${address}) that drives the model did not answer: ${(e as Error).message}` };
   }

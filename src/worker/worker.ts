@@ -1,8 +1,8 @@
 /**
  * The worker plane: reconciles what runs on this node with the cluster state after every applied event.
- * It starts llama-server for each shard placed here (a pool's driver once its donors serve; a pool's
- * donor runs ggml-rpc-server instead), reports runner status as events, and notices a dead engine at
- * once (the runner fails with the engine's log tail; requests then fail fast).
+ * It starts the engine each shard placed here needs (src/engines/dispatch.ts: llama-server, whisper-server,
+ * espeak-ng; a pool's driver once its donors serve, a pool's donor ggml-rpc-server), reports runner status
+ * as events, and notices a dead engine at once (the runner fails with the engine's log tail).
  */
 import type { Instance, ShardMetadata } from "../cluster/instances.ts";
 import { instanceBody } from "../cluster/instances.ts";
@@ -10,7 +10,7 @@ import { makeEvent } from "../cluster/events.ts";
 import { untag } from "../cluster/tagged.ts";
 import type { Plane } from "../daemon/node.ts";
 import { findEngines } from "../engines/discovery.ts";
-import { llamaServerProcess } from "../engines/llama-server.ts";
+import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
 import { rpcServerProcess } from "../engines/rpc-server.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
@@ -42,6 +42,12 @@ export interface LocalRunner {
   failure: string | null;
   /** Aborted when the runner is stopped: cancels its download or start. */
   abort: AbortController;
+  /** Which engine serves it, once chosen. */
+  engineKind?: EngineKind;
+  /** The binary an engine run once per request uses (espeak-ng); such a runner has no baseUrl. */
+  command?: string | null;
+  /** The placed card (its audio section drives the speech routes). */
+  card?: ModelCard;
 }
 
 export class Worker implements Plane {
@@ -134,8 +140,8 @@ export class Worker implements Plane {
       runner.runnerId,
       role.kind === "donor" ? { RunnerConnecting: {} } : { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } },
     );
-    const engines = await findEngines();
     if (role.kind === "donor") {
+      const engines = await findEngines();
       if (!engines.rpcServer) {
         return this.#fail(runner, "ggml-rpc-server was not found on this node: set SKULK_RPC_SERVER_BIN or run `skulk engine build`");
       }
@@ -151,32 +157,27 @@ export class Worker implements Plane {
       }
       return this.#launch(runner, engine, null, `lends memory on ${role.host}:${role.port} to driver ${role.driverNode}`);
     }
-    if (!engines.llamaServer) {
-      return this.#fail(runner, "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`");
-    }
-    const file = await obtainModelFile(this.#ctx, card, shard, runner.abort.signal);
-    if ("error" in file) return this.#fail(runner, file.error);
+    const prepared = await prepareEngine(
+      card,
+      runner.contextTokens,
+      () => obtainModelFile(this.#ctx, card, shard, runner.abort.signal),
+      // The load log then names each RPC device and its share ("RPC0[host:port] model buffer size").
+      role.kind === "driver" ? { rpc: role.endpoints, verbosity: 4 } : {},
+    );
+    if ("error" in prepared) return this.#fail(runner, prepared.error);
     if (role.kind === "driver") {
       const why = await waitForDonors(() => this.#ctx.log.state, runner.instanceId, role.donorRunners, () => this.#stopped || phase() !== "starting");
       if (this.#stopped || phase() !== "starting") return;
       if (why) return this.#fail(runner, `the pool's driver did not start: ${why}`);
     }
     if (this.#stopped || phase() !== "starting") return;
+    runner.engineKind = prepared.kind;
+    runner.card = card;
+    runner.command = prepared.command;
+    if (!prepared.process) return this.#ready(runner, null, `serves ${runner.modelId} with ${prepared.kind}, run per request`);
     const port = this.#ports.allocate();
-    const engine = llamaServerProcess(
-      {
-        bin: engines.llamaServer,
-        model: file.path,
-        port,
-        contextTokens: runner.contextTokens,
-        embedding: card.tasks.includes("TextEmbedding"),
-        rpc: role.kind === "driver" ? role.endpoints : undefined,
-        // The load log then names each RPC device and its share ("RPC0[host:port] model buffer size").
-        verbosity: role.kind === "driver" ? 4 : undefined,
-      },
-      sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }),
-    );
-    const what = role.kind === "driver" ? `drives ${runner.modelId} over ${role.endpoints.join(", ")}` : `serves ${runner.modelId}`;
+    const engine = prepared.process(port, sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }));
+    const what = role.kind === "driver" ? `drives ${runner.modelId} over ${role.endpoints.join(", ")}` : `serves ${runner.modelId} with ${prepared.kind}`;
     return this.#launch(runner, engine, port, `${what} on port ${port}`);
   }
 
@@ -201,6 +202,10 @@ export class Worker implements Plane {
       return this.#fail(runner, e instanceof EngineFailed ? e.message : `${engine.spec.kind} failed to start: ${(e as Error).message}`);
     }
     if (phase() !== "starting") return void (await engine.stop(1000)); // stopped while loading
+    await this.#ready(runner, port, what);
+  }
+
+  async #ready(runner: LocalRunner, port: number | null, what: string): Promise<void> {
     runner.baseUrl = port === null ? null : `http://127.0.0.1:${port}`;
     runner.phase = "ready";
     log.info("runner {runnerId} {what}", { runnerId: runner.runnerId, what });

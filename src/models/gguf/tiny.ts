@@ -65,7 +65,7 @@ export function resolveTinyOptions(opts: TinyOptions = {}): ResolvedTinyOptions 
 }
 
 /** mulberry32: tiny, fast and stable across platforms, which is all a test model needs. */
-function rng(seed: number): () => number {
+export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -77,7 +77,7 @@ function rng(seed: number): () => number {
 }
 
 /** FNV-1a of the tensor name mixed with the seed: each tensor's weights do not depend on tensor order. */
-function tensorSeed(seed: number, name: string): number {
+export function tensorSeed(seed: number, name: string): number {
   let h = 0x811c9dc5 ^ seed;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 0x01000193);
   return h >>> 0;
@@ -89,7 +89,7 @@ function encode(values: Float32Array, dtype: "f16" | "f32"): { type: GgmlType; d
 }
 
 /** Uniform weights with the given standard deviation. */
-function randomValues(count: number, std: number, seed: number): Float32Array {
+export function randomValues(count: number, std: number, seed: number): Float32Array {
   const next = rng(seed);
   const half = std * Math.sqrt(3);
   const out = new Float32Array(count);

@@ -1,0 +1,416 @@
+/**
+ * The speech routes in upstream's (OpenAI's) shapes: /v1/audio/speech, /v1/audio/voices,
+ * /v1/audio/transcriptions and /v1/audio/translations (the /v1/realtime WebSocket is realtime.ts). Each
+ * finds the placed speech model (here, or forwards to the node that drives it) and answers in the asked format.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { z } from "zod";
+import { AudioFormatError, durationSeconds, pcm16FromBytes, wavHeader } from "../../audio/pcm.ts";
+import { encodeFlac } from "../../audio/flac.ts";
+import { encodeOggOpus } from "../../audio/opus.ts";
+import { decodeAudio, UnsupportedAudio } from "../../audio/decode.ts";
+import {
+  completedEvent,
+  deltaEvent,
+  renderTranscript,
+  RESPONSE_FORMATS,
+  sse,
+  transcriptErrorEvent,
+  transcriptEvents,
+} from "../../audio/transcript.ts";
+import { ESPEAK_SAMPLE_RATE, espeakPcm, espeakVoices } from "../../engines/espeak.ts";
+import { forwardRequest } from "../../serving/forward.ts";
+import { routeSpeech, type SpeechRoute, transcribeLocal } from "../../serving/speech.ts";
+import type { ApiEnv } from "../env.ts";
+import { ApiError, badRequest, describeZodError, readJson } from "../errors.ts";
+import { describe } from "../openapi.ts";
+
+/** Upload limit of /v1/audio/transcriptions and /translations (OpenAI's). */
+export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
+export const MAX_SPEECH_INPUT = 4096;
+/** OpenAI's built-in voice names: accepted everywhere and spoken with the model's default voice. */
+const OPENAI_VOICES = new Set([
+  "alloy",
+  "ash",
+  "ballad",
+  "coral",
+  "echo",
+  "fable",
+  "nova",
+  "onyx",
+  "sage",
+  "shimmer",
+  "verse",
+]);
+const SPEECH_FORMATS = ["wav", "pcm", "mp3", "flac", "opus", "aac"] as const;
+/** What espeak-ng output can be encoded to in-process. */
+const ENCODABLE = new Set(["wav", "pcm", "flac", "opus"]);
+/** Formats encoded whole from the finished audio (their frames or pages need whole blocks). */
+const WHOLE = new Set(["flac", "opus"]);
+
+export const SpeechRequest = z.looseObject({
+  model: z.string().min(1, "must name a model"),
+  input: z.string().min(1, "must not be empty").max(
+    MAX_SPEECH_INPUT,
+    `must be at most ${MAX_SPEECH_INPUT} characters`,
+  ),
+  voice: z.string().min(1).optional(),
+  speed: z.number().min(0.25).max(4).optional(),
+  response_format: z.enum(SPEECH_FORMATS).optional(),
+  stream: z.boolean().optional(),
+  /** OpenAI's: `audio` streams the bytes, `sse` streams them base64 in speech.audio.delta events. */
+  stream_format: z.enum(["audio", "sse"]).optional(),
+});
+
+describe({
+  method: "post",
+  path: "/v1/audio/speech",
+  summary: "Text to speech (wav or pcm; stream=true streams as it is spoken)",
+  tag: "audio",
+  body: SpeechRequest,
+});
+describe({
+  method: "get",
+  path: "/v1/audio/voices",
+  summary: "The voices a speech model offers",
+  tag: "audio",
+  query: { model: "a placed text-to-speech model" },
+});
+describe({
+  method: "post",
+  path: "/v1/audio/transcriptions",
+  summary: "Speech to text (multipart, up to 25 MiB; WAV, MP3, FLAC, OGG, WebM)",
+  tag: "audio",
+});
+describe({
+  method: "post",
+  path: "/v1/audio/translations",
+  summary: "Speech to English text (multipart, like transcriptions)",
+  tag: "audio",
+});
+
+export const audioRoutes = new Hono<ApiEnv>();
+
+async function forwarded(
+  c: Context<ApiEnv>,
+  route: { remote: string },
+  body: string | Uint8Array,
+): Promise<Response> {
+  const res = await forwardRequest(c.var.node, route.remote, c.req.raw, body);
+  if ("error" in res) throw new ApiError(503, res.error);
+  return res;
+}
+
+function pcmHeaders(rate: number): Record<string, string> {
+  return { "X-Audio-Sample-Rate": String(rate), "X-Audio-Channels": "1", "X-Audio-Sample-Format": "s16le" };
+}
+
+async function voicesOf(
+  route: SpeechRoute,
+): Promise<{ ids: string[]; fallback: string; list: Record<string, unknown>[] }> {
+  const audio = route.card.audio;
+  if (audio?.voice_catalog?.length || audio?.voices?.length) {
+    const list = audio.voice_catalog?.length
+      ? audio.voice_catalog.map((v) => ({ id: v.id, name: v.name, languages: v.preferred_languages ?? [] }))
+      : audio.voices!.map((v) => ({ id: v, name: v, languages: [] }));
+    return { ids: list.map((v) => v.id), fallback: audio.default_voice ?? list[0].id, list };
+  }
+  if ("local" in route && route.local.engineKind === "espeak-ng" && route.local.command) {
+    const list = await espeakVoices(route.local.command);
+    // A language code espeak-ng resolves itself ("en" -> en-gb) is accepted as a voice too.
+    const ids = [...new Set([...list.map((v) => v.id), ...list.flatMap((v) => v.aliases)])].sort();
+    return {
+      ids,
+      fallback: audio?.default_voice ?? "en",
+      list: list.map(({ aliases: _, ...v }) => ({ ...v, languages: [v.language] })),
+    };
+  }
+  return { ids: [], fallback: audio?.default_voice ?? "en", list: [] };
+}
+
+audioRoutes.post("/v1/audio/speech", async (c) => {
+  const req = await readJson(c, SpeechRequest);
+  const raw = await c.req.text(); // hono keeps the body: the same text goes on when forwarded
+  const route = routeSpeech(c.var.node, req.model, "tts");
+  if ("remote" in route) return forwarded(c, route, raw);
+  const runner = route.local;
+  const format = req.response_format ??
+    (route.card.audio?.default_response_format as typeof req.response_format) ?? "wav";
+  if (!ENCODABLE.has(format)) {
+    throw new ApiError(
+      400,
+      `response_format ${format} is not available from ${runner.engineKind}; use wav, pcm, flac or opus`,
+      { param: "response_format", type: "invalid_request_error" },
+    );
+  }
+  const voices = await voicesOf(route);
+  let voice = req.voice ?? voices.fallback;
+  if (OPENAI_VOICES.has(voice) && !voices.ids.includes(voice)) voice = voices.fallback;
+  if (voices.ids.length && !voices.ids.includes(voice)) {
+    throw new ApiError(
+      400,
+      `voice ${voice} is not offered by ${req.model}; GET /v1/audio/voices?model=${req.model} lists them`,
+      { param: "voice", type: "invalid_request_error" },
+    );
+  }
+  if (runner.engineKind !== "espeak-ng" || !runner.command) {
+    throw new ApiError(
+      503,
+      `model ${req.model} cannot serve now: its engine (${runner.engineKind}) does not synthesise speech on this node`,
+    );
+  }
+  const pcm = await espeakPcm(runner.command, {
+    text: req.input,
+    voice,
+    speed: req.speed ?? 1,
+    signal: c.req.raw.signal,
+  });
+  const headers = { ...pcmHeaders(ESPEAK_SAMPLE_RATE), "X-Audio-Voice": voice };
+  // FLAC and Opus are encoded whole, so they are sent when synthesis ends even when streaming is asked.
+  if ((req.stream || req.stream_format === "sse") && !WHOLE.has(format)) {
+    // Streamed WAV carries an open-ended header (size 0xFFFFFFFF), as streaming encoders write it.
+    const body = format === "wav" ? withPrefix(wavHeader(ESPEAK_SAMPLE_RATE, 0xffffffff - 36), pcm) : pcm;
+    if (req.stream_format === "sse") {
+      return new Response(speechEvents(body), {
+        headers: { ...headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache" },
+      });
+    }
+    return new Response(body, {
+      headers: { ...headers, "Content-Type": format === "wav" ? "audio/wav" : "audio/pcm" },
+    });
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = new Uint8Array(await new Response(pcm).arrayBuffer());
+  } catch (e) {
+    throw new ApiError(502, (e as Error).message);
+  }
+  bytes = bytes.subarray(0, bytes.length - (bytes.length % 2));
+  if (format === "opus") {
+    const opus = await encodeOggOpus(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
+    return new Response(opus as BodyInit, {
+      headers: { ...headers, "Content-Type": "audio/ogg; codecs=opus" },
+    });
+  }
+  if (format === "flac") {
+    const flac = encodeFlac(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
+    return new Response(flac as BodyInit, { headers: { ...headers, "Content-Type": "audio/flac" } });
+  }
+  if (format === "pcm") {
+    return new Response(bytes as BodyInit, { headers: { ...headers, "Content-Type": "audio/pcm" } });
+  }
+  const wav = new Uint8Array(44 + bytes.length);
+  wav.set(wavHeader(ESPEAK_SAMPLE_RATE, bytes.length), 0);
+  wav.set(bytes, 44);
+  return new Response(wav as BodyInit, { headers: { ...headers, "Content-Type": "audio/wav" } });
+});
+
+/** OpenAI's streamed speech events: `speech.audio.delta` (base64 audio), then `speech.audio.done`. */
+function speechEvents(audio: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  const enc = new TextEncoder();
+  const b64 = (b: Uint8Array) => {
+    let s = "";
+    for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+    return btoa(s);
+  };
+  return audio.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        controller.enqueue(
+          enc.encode(sse("speech.audio.delta", { type: "speech.audio.delta", audio: b64(chunk) })),
+        );
+      },
+      flush(controller) {
+        controller.enqueue(enc.encode(sse("speech.audio.done", { type: "speech.audio.done" })));
+      },
+    }),
+  );
+}
+
+function withPrefix(prefix: Uint8Array, rest: ReadableStream<Uint8Array>): ReadableStream<Uint8Array> {
+  let sent = false;
+  const reader = rest.getReader();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!sent) {
+        sent = true;
+        controller.enqueue(prefix);
+        return;
+      }
+      try {
+        const { done, value } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      } catch (e) {
+        controller.error(e);
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/** The `model` query parameter of the GET routes, routed to the runner that serves it. */
+export function queryModel(c: Context<ApiEnv>, want: "tts" | "stt"): { model: string; route: SpeechRoute } {
+  const model = c.req.query("model");
+  if (!model) {
+    throw badRequest(
+      `the \`model\` query parameter is required, e.g. ${c.req.path}?model=<a placed ${
+        want === "tts" ? "text-to-speech" : "transcription"
+      } model>`,
+      "model",
+    );
+  }
+  return { model, route: routeSpeech(c.var.node, model, want) };
+}
+
+audioRoutes.get("/v1/audio/voices", async (c) => {
+  const { model, route } = queryModel(c, "tts");
+  if ("remote" in route) return forwarded(c, route, "");
+  const v = await voicesOf(route);
+  return c.json({ object: "list", model, default_voice: v.fallback, data: v.list, voices: v.ids });
+});
+
+const TranscriptionFields = z.object({
+  model: z.string().min(1, "must name a model"),
+  language: z.string().min(2).max(16).optional(),
+  prompt: z.string().max(4096).optional(),
+  response_format: z.enum([...RESPONSE_FORMATS, "ndjson"]).default("json"),
+  temperature: z.coerce.number().min(0).max(1).optional(),
+  stream: z.enum(["true", "false"]).optional(),
+});
+
+/** Reads the request body up to the upload limit (413 past it, before reading it all when the length is declared). */
+async function readUpload(c: Context<ApiEnv>): Promise<Uint8Array> {
+  const declared = Number(c.req.header("content-length") ?? NaN);
+  const tooBig = () =>
+    new ApiError(413, `upload exceeds the ${MAX_UPLOAD_BYTES / (1024 * 1024)} MiB limit`, {
+      type: "invalid_request_error",
+      param: "file",
+    });
+  if (declared > MAX_UPLOAD_BYTES + 64 * 1024) throw tooBig();
+  const body = c.req.raw.body;
+  if (!body) throw badRequest("request body is empty; send multipart/form-data with a `file` field", "file");
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of body) {
+    total += chunk.length;
+    if (total > MAX_UPLOAD_BYTES + 64 * 1024) throw tooBig();
+    parts.push(chunk);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) (out.set(p, at), at += p.length);
+  return out;
+}
+
+async function transcription(c: Context<ApiEnv>, task: "transcribe" | "translate"): Promise<Response> {
+  const type = c.req.header("content-type") ?? "";
+  if (!type.startsWith("multipart/form-data")) {
+    throw new ApiError(
+      415,
+      `send multipart/form-data with a \`file\` field and a \`model\` field (got ${
+        type || "no content type"
+      })`,
+    );
+  }
+  const bytes = await readUpload(c);
+  let form: FormData;
+  try {
+    form = await new Request("http://local/", {
+      method: "POST",
+      headers: { "content-type": type },
+      body: bytes as BodyInit,
+    }).formData();
+  } catch (e) {
+    throw badRequest(`the multipart body could not be read: ${(e as Error).message}`);
+  }
+  const fields: Record<string, string> = {};
+  for (const [k, v] of form.entries()) if (typeof v === "string") fields[k] = v;
+  const p = TranscriptionFields.safeParse(fields);
+  if (!p.success) {
+    const { message, param } = describeZodError(p.error);
+    throw new ApiError(400, `invalid request: ${message}`, { param, type: "invalid_request_error" });
+  }
+  const f = p.data;
+  const file = form.get("file");
+  if (!(file instanceof File)) {
+    throw badRequest("the `file` field is missing: attach the audio as a file part", "file");
+  }
+  if (file.size > MAX_UPLOAD_BYTES) {
+    throw new ApiError(413, `file exceeds the ${MAX_UPLOAD_BYTES / (1024 * 1024)} MiB limit`, {
+      param: "file",
+      type: "invalid_request_error",
+    });
+  }
+  const route = routeSpeech(c.var.node, f.model, "stt");
+  if ("remote" in route) return forwarded(c, route, bytes);
+  if (task === "translate" && route.card.audio?.supports_translation === false) {
+    throw badRequest(
+      `model ${f.model} does not translate (its card says supports_translation = false)`,
+      "model",
+    );
+  }
+  let audio;
+  try {
+    audio = await decodeAudio(new Uint8Array(await file.arrayBuffer()), file.name);
+  } catch (e) {
+    if (e instanceof UnsupportedAudio) {
+      throw new ApiError(415, e.message, { param: "file", type: "invalid_request_error" });
+    }
+    if (e instanceof AudioFormatError) {
+      throw new ApiError(400, `the audio could not be read: ${e.message}`, {
+        param: "file",
+        type: "invalid_request_error",
+      });
+    }
+    throw e;
+  }
+  if (durationSeconds(audio) < 0.05) {
+    throw badRequest("the audio is shorter than 50 ms; nothing to transcribe", "file");
+  }
+  const opts = {
+    task,
+    language: f.language,
+    prompt: f.prompt,
+    temperature: f.temperature,
+    signal: c.req.raw.signal,
+  };
+  if (f.stream === "true") {
+    const enc = new TextEncoder();
+    const runner = route.local;
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        try {
+          const t = await transcribeLocal(
+            runner,
+            audio,
+            opts,
+            (d) => controller.enqueue(enc.encode(deltaEvent(d))),
+          );
+          controller.enqueue(enc.encode(completedEvent(t)));
+        } catch (e) {
+          controller.enqueue(enc.encode(transcriptErrorEvent((e as Error).message)));
+        }
+        controller.enqueue(enc.encode("data: [DONE]\n\n"));
+        controller.close();
+      },
+    });
+    return new Response(body, {
+      headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" },
+    });
+  }
+  const t = await transcribeLocal(route.local, audio, opts);
+  if (f.response_format === "ndjson") {
+    const lines = transcriptEvents(t).map((e) => JSON.stringify(JSON.parse(e.split("\ndata: ")[1])) + "\n")
+      .join("");
+    return new Response(lines, { headers: { "Content-Type": "application/x-ndjson" } });
+  }
+  const r = renderTranscript(t, f.response_format);
+  return new Response(r.body, { headers: { "Content-Type": r.contentType } });
+}
+
+audioRoutes.post("/v1/audio/transcriptions", (c) => transcription(c, "transcribe"));
+audioRoutes.post("/v1/audio/translations", (c) => transcription(c, "translate"));

@@ -1,0 +1,128 @@
+/**
+ * The realtime transcription WebSocket, `GET /v1/realtime?model=`: a RealtimeSession (src/serving/realtime.ts)
+ * on a socket here, or a socket piped to the node that drives the model; idle and engine-death closes.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { logger } from "../../log/mod.ts";
+import { CLOSE, REALTIME_LIMITS, RealtimeSession } from "../../serving/realtime.ts";
+import { transcribeLocal } from "../../serving/speech.ts";
+import type { ApiEnv } from "../env.ts";
+import { ApiError } from "../errors.ts";
+import { describe } from "../openapi.ts";
+import { queryModel } from "./audio.ts";
+
+const log = logger("realtime");
+
+describe({
+  method: "get",
+  path: "/v1/realtime",
+  summary: "Realtime transcription WebSocket (OpenAI realtime events, 24 kHz PCM16)",
+  tag: "audio",
+  query: { model: "a placed speech-to-text model" },
+});
+
+export const realtimeRoutes = new Hono<ApiEnv>();
+
+realtimeRoutes.get("/v1/realtime", (c) => {
+  const { model, route } = queryModel(c, "stt");
+  if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
+    throw new ApiError(426, "this route is a WebSocket: connect with an Upgrade: websocket request");
+  }
+  if ("remote" in route) return proxyRealtime(c, route.remote, model);
+  const runner = route.local;
+  const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
+  // Idle means no event either way: a session waiting on a long transcription is not idle.
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const touch = () => {
+    clearTimeout(idle);
+    idle = setTimeout(() => {
+      if (socket.readyState !== WebSocket.OPEN) return;
+      if (session.pending > 0) return touch(); // waiting on the engine is not idleness
+      socket.send(JSON.stringify({
+        type: "error",
+        error: {
+          type: "invalid_request_error",
+          code: "session_idle",
+          message: `no event for ${REALTIME_LIMITS.idleMs} ms; closing`,
+          param: null,
+          event_id: null,
+        },
+      }));
+      socket.close(CLOSE.idle, "idle timeout");
+    }, REALTIME_LIMITS.idleMs);
+  };
+  const session = new RealtimeSession(
+    model,
+    (event) => {
+      if (socket.readyState !== WebSocket.OPEN) return;
+      touch();
+      socket.send(JSON.stringify(event));
+    },
+    async (samples, sampleRate, o, onDelta) => {
+      try {
+        return await transcribeLocal(runner, { samples, sampleRate }, { task: "transcribe", ...o }, onDelta);
+      } catch (e) {
+        // A dead engine ends the session once the session has reported the failure (it does so first).
+        if (runner.phase !== "ready") {
+          setTimeout(() =>
+            socket.readyState === WebSocket.OPEN &&
+            socket.close(CLOSE.engineFailed, "the transcription engine failed"), 0);
+        }
+        throw e;
+      }
+    },
+    (code, reason) => socket.readyState === WebSocket.OPEN && socket.close(code, reason),
+  );
+  socket.onopen = () => {
+    session.start();
+    touch();
+  };
+  socket.onmessage = (e) => {
+    touch();
+    if (typeof e.data !== "string") {
+      return session.error("invalid_event", "send JSON text events; binary frames are not accepted");
+    }
+    session.handle(e.data);
+  };
+  socket.onclose = () => {
+    clearTimeout(idle);
+    session.shutdown();
+  };
+  socket.onerror = (e) =>
+    log.debug("realtime socket error: {e}", { e: String((e as ErrorEvent).message ?? e) });
+  return response;
+});
+
+/** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
+function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Response {
+  if (c.req.query("forwarded_by")) {
+    throw new ApiError(
+      503,
+      `realtime request was forwarded here by ${
+        c.req.query("forwarded_by")
+      }, but this node does not drive ${model}`,
+    );
+  }
+  const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
+  if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
+  const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
+  const upstream = new WebSocket(
+    `ws://${address}/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
+      encodeURIComponent(c.var.node.nodeId)
+    }`,
+  );
+  const pending: string[] = [];
+  upstream.onopen = () => pending.splice(0).forEach((m) => upstream.send(m));
+  upstream.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
+  upstream.onclose = (e) =>
+    socket.readyState === WebSocket.OPEN && socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
+  upstream.onerror = () =>
+    socket.readyState === WebSocket.OPEN &&
+    socket.close(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
+  socket.onmessage = (
+    e,
+  ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
+  socket.onclose = () => upstream.readyState <= WebSocket.OPEN && upstream.close();
+  return response;
+}

@@ -1,0 +1,121 @@
+/**
+ * What it takes to launch a card's engine on this node (`prepareEngine`: binaries, model file, a supervised
+ * process bound to a band port, or a per-request tool), and the speech backend tags this node advertises.
+ */
+import type { ModelCard } from "../models/card.ts";
+import { findEngines } from "./discovery.ts";
+import { findEspeak } from "./espeak.ts";
+import { llamaServerProcess } from "./llama-server.ts";
+import type { EngineProcess, ProcessRegistry } from "./process.ts";
+import { findWhisperServer, whisperServerProcess } from "./whisper-server.ts";
+import { type EngineKind, engineKindFor } from "./kind.ts";
+
+export { type EngineKind, engineKindFor };
+
+/** Backend tags for the speech engines this node has (`whisper_cpp`, `espeak_ng`), advertised like llama.cpp's. */
+export function speechBackendTags(env: Record<string, string | undefined> = Deno.env.toObject()): string[] {
+  const tags: string[] = [];
+  const whisper = findWhisperServer(env);
+  if (whisper) tags.push("whisper_cpp", `whisper_cpp-${whisperBackend(whisper)}`);
+  if (findEspeak(env)) tags.push("espeak_ng", "espeak_ng-cpu");
+  return tags;
+}
+
+/** The compute a whisper-server was built for, from the build.json scripts/build-whisper writes (cpu when unknown). */
+function whisperBackend(bin: string): string {
+  try {
+    const info = JSON.parse(Deno.readTextFileSync(`${bin.replace(/\/[^/]+$/, "")}/../build.json`)) as {
+      backend?: unknown;
+    };
+    return typeof info.backend === "string" ? info.backend : "cpu";
+  } catch {
+    return "cpu";
+  }
+}
+
+export interface PreparedEngine {
+  kind: EngineKind;
+  /** Builds the supervised process on a port; null for an engine run once per request. */
+  process: ((port: number, registry: ProcessRegistry) => EngineProcess) | null;
+  /** The binary run per request (espeak-ng). */
+  command: string | null;
+}
+
+/** What a pool's driver adds to llama-server's command line. */
+export interface LlamaExtras {
+  /** host:port of each ggml-rpc-server donor. */
+  rpc?: string[];
+  /** llama-server's log verbosity (4 names every RPC device and its share in the load log). */
+  verbosity?: number;
+}
+
+/** Prepares the card's engine; `obtainFile` finds (or downloads) the model file when the engine needs one. */
+export async function prepareEngine(
+  card: ModelCard,
+  contextTokens: number,
+  obtainFile: () => Promise<{ path: string } | { error: string }>,
+  llama: LlamaExtras = {},
+): Promise<PreparedEngine | { error: string }> {
+  const chosen = engineKindFor(card);
+  if ("error" in chosen) return chosen;
+  switch (chosen.kind) {
+    case "espeak-ng": {
+      const bin = findEspeak();
+      if (!bin) {
+        return {
+          error:
+            "espeak-ng was not found on this node: install the Debian package espeak-ng (scripts/test-deps) or set SKULK_ESPEAK_BIN",
+        };
+      }
+      return { kind: "espeak-ng", process: null, command: bin };
+    }
+    case "whisper-server": {
+      const bin = findWhisperServer();
+      if (!bin) {
+        return {
+          error:
+            "whisper-server was not found on this node: set SKULK_WHISPER_SERVER_BIN or run scripts/build-whisper",
+        };
+      }
+      const file = await obtainFile();
+      if ("error" in file) return file;
+      return {
+        kind: "whisper-server",
+        command: null,
+        process: (port, registry) => whisperServerProcess({ bin, model: file.path, port }, registry),
+      };
+    }
+    case "llama-server": {
+      const engines = await findEngines();
+      if (!engines.llamaServer) {
+        return {
+          error:
+            "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`",
+        };
+      }
+      const file = await obtainFile();
+      if ("error" in file) return file;
+      const bin = engines.llamaServer;
+      const mmproj = !card.mmproj_file
+        ? undefined
+        : card.mmproj_file.startsWith("/")
+        ? card.mmproj_file
+        : `${file.path.replace(/\/[^/]+$/, "")}/${card.mmproj_file}`;
+      return {
+        kind: "llama-server",
+        command: null,
+        process: (port, registry) =>
+          llamaServerProcess({
+            bin,
+            model: file.path,
+            port,
+            contextTokens,
+            embedding: card.tasks.includes("TextEmbedding"),
+            mmproj,
+            rpc: llama.rpc,
+            verbosity: llama.verbosity,
+          }, registry),
+      };
+    }
+  }
+}

@@ -1,0 +1,308 @@
+/**
+ * One /v1/realtime transcription session: OpenAI's realtime events over a WebSocket (session.update,
+ * input_audio_buffer.append/commit/clear, server VAD, transcription delta/completed, error), 24 kHz PCM16
+ * in, one transcription at a time in commit order. Transport-free: it reads events and calls `send`.
+ */
+import { z } from "zod";
+import { pcm16FromBytes } from "../audio/pcm.ts";
+import type { Transcript } from "../audio/transcript.ts";
+import { EnergyVad, type TurnDetection, TurnDetectionSchema } from "../audio/vad.ts";
+
+export const REALTIME_RATE = 24_000;
+/** Limits, documented in docs/speech.md. */
+export const REALTIME_LIMITS = {
+  /** Largest client event (a base64 append of about 10 s of 24 kHz PCM16 fits). */
+  maxEventBytes: 1 << 20,
+  /** Longest uncommitted buffer before the server commits it itself. */
+  maxBufferSeconds: 120,
+  /** A session with no client event for this long is closed (code 4408). */
+  idleMs: Number(Deno.env.get("SKULK_REALTIME_IDLE_MS") ?? 300_000),
+  /** Shortest audio a commit accepts (OpenAI refuses under 100 ms too). */
+  minCommitMs: 100,
+} as const;
+
+export const CLOSE = {
+  normal: 1000,
+  tooBig: 1009,
+  engineFailed: 1011,
+  idle: 4408,
+} as const;
+
+const SessionUpdate = z.looseObject({
+  type: z.enum(["session.update", "transcription_session.update"]),
+  session: z.looseObject({
+    input_audio_format: z.literal("pcm16", {
+      message: "only pcm16 (24 kHz, mono, little-endian) is accepted",
+    }).optional(),
+    input_audio_transcription: z.looseObject({
+      model: z.string().optional(),
+      language: z.string().optional(),
+      prompt: z.string().optional(),
+    }).nullish(),
+    turn_detection: TurnDetectionSchema.nullish(),
+  }),
+});
+const Append = z.looseObject({ type: z.literal("input_audio_buffer.append"), audio: z.string() });
+const Simple = z.looseObject({ type: z.enum(["input_audio_buffer.commit", "input_audio_buffer.clear"]) });
+
+export type Transcribe = (
+  samples: Float32Array,
+  sampleRate: number,
+  o: { language?: string; prompt?: string },
+  onDelta: (text: string) => void,
+) => Promise<Transcript>;
+
+function b64decode(s: string): Uint8Array | null {
+  try {
+    const bin = atob(s);
+    const out = new Uint8Array(bin.length);
+    for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+    return out;
+  } catch {
+    return null;
+  }
+}
+
+let counter = 0;
+const id = (prefix: string) =>
+  `${prefix}_${Date.now().toString(36)}${(counter++).toString(36).padStart(4, "0")}`;
+
+export class RealtimeSession {
+  readonly id = id("sess");
+  #turn: TurnDetection | null = TurnDetectionSchema.parse({});
+  #vad: EnergyVad | null = new EnergyVad(this.#turn!, REALTIME_RATE);
+  #language: string | undefined;
+  #prompt: string | undefined;
+  /** Audio not yet committed, and where it starts on the session's clock (samples since the first append). */
+  #chunks: Float32Array[] = [];
+  #buffered = 0;
+  #bufferStart = 0;
+  #received = 0;
+  #itemId = id("item");
+  #previousItem: string | null = null;
+  #work: Promise<void> = Promise.resolve();
+  #pending = 0;
+  #closed = false;
+
+  constructor(
+    readonly model: string,
+    readonly send: (event: Record<string, unknown>) => void,
+    readonly transcribe: Transcribe,
+    readonly close: (code: number, reason: string) => void,
+  ) {}
+
+  #emit(type: string, body: Record<string, unknown> = {}) {
+    if (!this.#closed) this.send({ type, event_id: id("event"), ...body });
+  }
+
+  error(code: string, message: string, clientEventId?: string, type = "invalid_request_error") {
+    this.#emit("error", { error: { type, code, message, param: null, event_id: clientEventId ?? null } });
+  }
+
+  #describe() {
+    return {
+      id: this.id,
+      object: "realtime.transcription_session",
+      model: this.model,
+      input_audio_format: "pcm16",
+      input_audio_transcription: {
+        model: this.model,
+        language: this.#language ?? null,
+        prompt: this.#prompt ?? null,
+      },
+      turn_detection: this.#turn,
+    };
+  }
+
+  start() {
+    this.#emit("session.created", { session: this.#describe() });
+  }
+
+  /** Waits for transcriptions in flight (tests and shutdown). */
+  idle(): Promise<void> {
+    return this.#work;
+  }
+
+  /** Turns committed and not yet answered: a session waiting on them is not idle. */
+  get pending(): number {
+    return this.#pending;
+  }
+
+  shutdown() {
+    this.#closed = true;
+  }
+
+  handle(raw: string) {
+    if (raw.length > REALTIME_LIMITS.maxEventBytes) {
+      this.error(
+        "event_too_large",
+        `events are limited to ${REALTIME_LIMITS.maxEventBytes} bytes; send audio in smaller appends`,
+      );
+      this.close(CLOSE.tooBig, "event too large");
+      return;
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(raw);
+    } catch (e) {
+      return this.error("invalid_json", `the event is not valid JSON: ${(e as Error).message}`);
+    }
+    const type = (json as { type?: unknown })?.type;
+    const eventId = typeof (json as { event_id?: unknown })?.event_id === "string"
+      ? (json as { event_id: string }).event_id
+      : undefined;
+    if (type === "session.update" || type === "transcription_session.update") {
+      const p = SessionUpdate.safeParse(json);
+      if (!p.success) {
+        return this.error(
+          "invalid_value",
+          `session.update: ${p.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+          eventId,
+        );
+      }
+      const s = p.data.session;
+      if (s.input_audio_transcription) {
+        this.#language = s.input_audio_transcription.language ?? this.#language;
+        this.#prompt = s.input_audio_transcription.prompt ?? this.#prompt;
+      }
+      if (s.turn_detection !== undefined) {
+        this.#turn = s.turn_detection === null || s.turn_detection.type === "none" ? null : s.turn_detection;
+        this.#vad = this.#turn ? new EnergyVad(this.#turn, REALTIME_RATE) : null;
+      }
+      return this.#emit(type === "session.update" ? "session.updated" : "transcription_session.updated", {
+        session: this.#describe(),
+      });
+    }
+    if (type === "input_audio_buffer.append") {
+      const p = Append.safeParse(json);
+      const bytes = p.success ? b64decode(p.data.audio) : null;
+      if (!bytes) {
+        return this.error(
+          "invalid_value",
+          "input_audio_buffer.append needs `audio`: base64 of 24 kHz mono PCM16",
+          eventId,
+        );
+      }
+      return this.#append(pcm16FromBytes(bytes));
+    }
+    if (Simple.safeParse(json).success) {
+      if (type === "input_audio_buffer.clear") {
+        this.#drop(this.#buffered);
+        this.#vad?.reset();
+        return this.#emit("input_audio_buffer.cleared");
+      }
+      return this.#commit(eventId);
+    }
+    this.error(
+      "unknown_event",
+      `unknown event type ${JSON.stringify(type)}; see docs/speech.md for the events /v1/realtime accepts`,
+      eventId,
+    );
+  }
+
+  #append(samples: Float32Array) {
+    if (samples.length === 0) return;
+    this.#chunks.push(samples);
+    this.#buffered += samples.length;
+    this.#received += samples.length;
+    for (const ev of this.#vad?.push(samples) ?? []) {
+      const ms = Math.round(ev.atSample * 1000 / REALTIME_RATE);
+      if (ev.type === "speech_started") {
+        // Drop the silence before the utterance (less the prefix padding the detector already kept).
+        this.#drop(Math.max(0, ev.atSample - this.#bufferStart));
+        this.#emit("input_audio_buffer.speech_started", { audio_start_ms: ms, item_id: this.#itemId });
+      } else {
+        this.#emit("input_audio_buffer.speech_stopped", { audio_end_ms: ms, item_id: this.#itemId });
+        this.#commitUpTo(ev.atSample - this.#bufferStart, undefined);
+      }
+    }
+    if (!this.#vad?.inSpeech && this.#vad && this.#buffered > REALTIME_RATE * 2) {
+      // Silence with VAD on: keep only the last second (enough for the prefix padding).
+      this.#drop(this.#buffered - REALTIME_RATE);
+    }
+    if (this.#buffered > REALTIME_LIMITS.maxBufferSeconds * REALTIME_RATE) {
+      this.#commitUpTo(this.#buffered, undefined);
+    }
+  }
+
+  /** Removes `n` samples from the front of the buffer. */
+  #drop(n: number) {
+    let left = Math.min(n, this.#buffered);
+    this.#bufferStart += left;
+    this.#buffered -= left;
+    while (left > 0 && this.#chunks.length) {
+      const c = this.#chunks[0];
+      if (c.length <= left) {
+        left -= c.length;
+        this.#chunks.shift();
+      } else {
+        this.#chunks[0] = c.subarray(left);
+        left = 0;
+      }
+    }
+  }
+
+  #take(n: number): Float32Array {
+    const out = new Float32Array(Math.min(n, this.#buffered));
+    let at = 0;
+    for (const c of this.#chunks) {
+      if (at >= out.length) break;
+      const part = c.subarray(0, out.length - at);
+      out.set(part, at);
+      at += part.length;
+    }
+    this.#drop(out.length);
+    return out;
+  }
+
+  #commit(eventId: string | undefined) {
+    if (this.#buffered * 1000 / REALTIME_RATE < REALTIME_LIMITS.minCommitMs) {
+      return this.error(
+        "input_audio_buffer_commit_empty",
+        `buffer too small: expected at least ${REALTIME_LIMITS.minCommitMs}ms of audio, have ${
+          Math.round(this.#buffered * 1000 / REALTIME_RATE)
+        }ms`,
+        eventId,
+      );
+    }
+    this.#vad?.reset();
+    this.#commitUpTo(this.#buffered, eventId);
+  }
+
+  #commitUpTo(n: number, _eventId: string | undefined) {
+    const samples = this.#take(n);
+    const itemId = this.#itemId;
+    this.#emit("input_audio_buffer.committed", { previous_item_id: this.#previousItem, item_id: itemId });
+    this.#previousItem = itemId;
+    this.#itemId = id("item");
+    const language = this.#language;
+    const prompt = this.#prompt;
+    this.#pending++;
+    this.#work = this.#work.then(async () => {
+      if (this.#closed) return;
+      try {
+        const t = await this.transcribe(samples, REALTIME_RATE, { language, prompt }, (delta) => {
+          this.#emit("conversation.item.input_audio_transcription.delta", {
+            item_id: itemId,
+            content_index: 0,
+            delta,
+          });
+        });
+        this.#emit("conversation.item.input_audio_transcription.completed", {
+          item_id: itemId,
+          content_index: 0,
+          transcript: t.text,
+          usage: { type: "duration", seconds: Math.round(t.duration * 1000) / 1000 },
+        });
+      } catch (e) {
+        const message = (e as Error).message;
+        this.#emit("conversation.item.input_audio_transcription.failed", {
+          item_id: itemId,
+          content_index: 0,
+          error: { type: "transcription_error", code: "engine_error", message },
+        });
+        this.error("engine_error", message, undefined, "server_error");
+      }
+    }).finally(() => this.#pending--);
+  }
+}
