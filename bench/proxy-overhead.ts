@@ -15,22 +15,49 @@ const arg = (name: string, dflt: number) => {
 const REQUESTS = arg("requests", 20);
 const TOKENS = arg("tokens", 128);
 // A wider model decodes at a pace closer to real models, so per-token proxy work is weighed fairly.
-const model = await tinyModel({ width: arg("width", 512), layers: arg("layers", 8), heads: 8, kvHeads: 4, ffn: 1024 });
+const model = await tinyModel({
+  width: arg("width", 512),
+  layers: arg("layers", 8),
+  heads: 8,
+  kvHeads: 4,
+  ffn: 1024,
+});
 
-const node = await startDaemon({ env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_LOG_LEVEL: "warning" } });
+const node = await startDaemon({
+  env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_LOG_LEVEL: "warning" },
+});
 try {
-  const card = localCardWire("bench/tiny", model, { nLayers: arg("layers", 8), hiddenSize: arg("width", 512) });
+  const card = localCardWire("bench/tiny", model, {
+    nLayers: arg("layers", 8),
+    hiddenSize: arg("width", 512),
+  });
   const instance = singleNodeInstance(node.nodeId, card, 4096);
-  await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) => r.body?.cancel());
+  await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) =>
+    r.body?.cancel()
+  );
   const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
   await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner", 120_000);
   const sql = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", new URL("../src/main.ts", import.meta.url).pathname, "sql", "--data-dir", node.dataDir, "--json", "SELECT port FROM engine_processes"],
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      new URL("../src/main.ts", import.meta.url).pathname,
+      "sql",
+      "--data-dir",
+      node.dataDir,
+      "--json",
+      "SELECT port FROM engine_processes",
+    ],
     stdout: "piped",
   }).output();
   const enginePort = JSON.parse(new TextDecoder().decode(sql.stdout))[0].port;
 
-  const run = async (url: string, modelId: string | undefined, i: number): Promise<{ ttft: number; tps: number }> => {
+  const run = async (
+    url: string,
+    modelId: string | undefined,
+    i: number,
+  ): Promise<{ ttft: number; tps: number }> => {
     const body = {
       ...(modelId ? { model: modelId } : {}),
       messages: [{ role: "user", content: `Write about the sea, variation ${i}` }],
@@ -41,7 +68,11 @@ try {
       ignore_eos: true,
     };
     const t0 = performance.now();
-    const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     const reader = res.body!.getReader();
     const dec = new TextDecoder();
     let first = 0;
@@ -87,9 +118,21 @@ try {
   const pT = median(proxied.map((r) => r.tps));
   const dF = median(direct.map((r) => r.ttft));
   const pF = median(proxied.map((r) => r.ttft));
-  console.log(`bench/proxy-overhead: ${REQUESTS} streamed requests each way, ${TOKENS} tokens, model ${model.split("/").at(-1)}`);
-  console.log(`decode tokens/s  direct ${dT.toFixed(1)}  via skulk ${pT.toFixed(1)}  ratio ${(pT / dT).toFixed(3)} (target >= 0.98)`);
-  console.log(`time to first token (median)  direct ${dF.toFixed(1)} ms  via skulk ${pF.toFixed(1)} ms  added ${(pF - dF).toFixed(1)} ms (target <= 5 ms)`);
+  console.log(
+    `bench/proxy-overhead: ${REQUESTS} streamed requests each way, ${TOKENS} tokens, model ${
+      model.split("/").at(-1)
+    }`,
+  );
+  console.log(
+    `decode tokens/s  direct ${dT.toFixed(1)}  via skulk ${pT.toFixed(1)}  ratio ${
+      (pT / dT).toFixed(3)
+    } (target >= 0.98)`,
+  );
+  console.log(
+    `time to first token (median)  direct ${dF.toFixed(1)} ms  via skulk ${pF.toFixed(1)} ms  added ${
+      (pF - dF).toFixed(1)
+    } ms (target <= 5 ms)`,
+  );
 } finally {
   await node.stop();
 }

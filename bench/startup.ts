@@ -25,7 +25,20 @@ async function once(withWorker: boolean): Promise<{ readyMs: number; rss: number
   const port = freePort();
   const t0 = performance.now();
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", "--quiet", `${ROOT}src/main.ts`, "run", "--api-port", String(port), "--api-host", "127.0.0.1", "--data-dir", dataDir, ...(withWorker ? [] : ["--no-worker"])],
+    args: [
+      "run",
+      "-A",
+      "--quiet",
+      `${ROOT}src/main.ts`,
+      "run",
+      "--api-port",
+      String(port),
+      "--api-host",
+      "127.0.0.1",
+      "--data-dir",
+      dataDir,
+      ...(withWorker ? [] : ["--no-worker"]),
+    ],
     env: { SKULK_LOG_LEVEL: "warning" },
     stdout: "null",
     stderr: "null",
@@ -58,7 +71,11 @@ for (const worker of [true, false]) {
   const ready = median(results.map((r) => r.readyMs));
   const rss = median(results.map((r) => r.rss)) / 1e6;
   console.log(
-    `${worker ? "worker node " : "--no-worker "}  ready ${ready.toFixed(0)} ms (target 1000 ms, ratio ${(ready / 1000).toFixed(2)})  ` +
-      `idle RSS ${rss.toFixed(1)} MB (target 120 MB, ratio ${(rss / 120).toFixed(2)})  runs: ${results.map((r) => r.readyMs.toFixed(0)).join(", ")} ms`,
+    `${worker ? "worker node " : "--no-worker "}  ready ${ready.toFixed(0)} ms (target 1000 ms, ratio ${
+      (ready / 1000).toFixed(2)
+    })  ` +
+      `idle RSS ${rss.toFixed(1)} MB (target 120 MB, ratio ${(rss / 120).toFixed(2)})  runs: ${
+        results.map((r) => r.readyMs.toFixed(0)).join(", ")
+      } ms`,
   );
 }

@@ -38,7 +38,9 @@ function migrationsModule(): string {
     tag: e.tag,
     sql: Deno.readTextFileSync(`${root}migrations/${e.tag}.sql`),
   }));
-  return `${header("migrations/")}export const MIGRATIONS: readonly { idx: number; tag: string; sql: string }[] = ${
+  return `${
+    header("migrations/")
+  }export const MIGRATIONS: readonly { idx: number; tag: string; sql: string }[] = ${
     JSON.stringify(items, null, 1)
   };\n`;
 }
@@ -59,16 +61,20 @@ const dashboardFiles = await buildDashboard();
 function dashboardModule(): string {
   const files = dashboardFiles.map(({ path, bytes }) => {
     let bin = "";
-    for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    }
     return { path, base64: btoa(bin) };
   });
-  return `${header("src/dashboard/app/")}export const DASHBOARD_ASSETS: readonly { path: string; base64: string }[] = ${
-    JSON.stringify(files)
-  };\n`;
+  return `${
+    header("src/dashboard/app/")
+  }export const DASHBOARD_ASSETS: readonly { path: string; base64: string }[] = ${JSON.stringify(files)};\n`;
 }
 
 function scriptsModule(): string {
-  return `${header("scripts/build-engine and scripts/build-whisper")}export const BUILD_ENGINE_SCRIPT: string = ${
+  return `${
+    header("scripts/build-engine and scripts/build-whisper")
+  }export const BUILD_ENGINE_SCRIPT: string = ${
     JSON.stringify(Deno.readTextFileSync(`${root}scripts/build-engine`))
   };\nexport const BUILD_WHISPER_SCRIPT: string = ${
     JSON.stringify(Deno.readTextFileSync(`${root}scripts/build-whisper`))

@@ -19,7 +19,9 @@ import { UPSTREAM_API_VERSION, VERSION } from "./version.ts";
 
 export function buildProgram(): Command {
   const program = new Command("skulk")
-    .description("Skulk: join your machines into one cluster and serve AI models behind one OpenAI-compatible endpoint")
+    .description(
+      "Skulk: join your machines into one cluster and serve AI models behind one OpenAI-compatible endpoint",
+    )
     .version(VERSION, "-V, --version")
     .showHelpAfterError("(run with --help for usage)")
     // An option after a subcommand belongs to it (`models add --data-dir` is add's, not models').
@@ -37,8 +39,18 @@ export function buildProgram(): Command {
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")
     .action((flags) => {
-      const info = { version: VERSION, upstreamApi: UPSTREAM_API_VERSION, deno: Deno.version.deno, os: Deno.build.os, arch: Deno.build.arch };
-      console.log(flags.json ? JSON.stringify(info) : `skulk ${VERSION} (upstream API ${UPSTREAM_API_VERSION}; deno ${info.deno}, ${info.os}/${info.arch})`);
+      const info = {
+        version: VERSION,
+        upstreamApi: UPSTREAM_API_VERSION,
+        deno: Deno.version.deno,
+        os: Deno.build.os,
+        arch: Deno.build.arch,
+      };
+      console.log(
+        flags.json
+          ? JSON.stringify(info)
+          : `skulk ${VERSION} (upstream API ${UPSTREAM_API_VERSION}; deno ${info.deno}, ${info.os}/${info.arch})`,
+      );
     });
   return program;
 }

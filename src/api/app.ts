@@ -48,8 +48,9 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     const ms = Math.round(performance.now() - t0);
     const line = { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms };
     // Peer traffic runs several times a second per node; it is logged at debug unless it fails.
-    if ((QUIET.has(c.req.path) || c.req.path.startsWith("/cluster/peer/")) && c.res.status < 400) log.debug("{method} {path} {status} {ms}ms", line);
-    else log.info("{method} {path} {status} {ms}ms", line);
+    if ((QUIET.has(c.req.path) || c.req.path.startsWith("/cluster/peer/")) && c.res.status < 400) {
+      log.debug("{method} {path} {status} {ms}ms", line);
+    } else log.info("{method} {path} {status} {ms}ms", line);
   });
   app.use("*", cors({ origin: (o) => o, credentials: true }));
 
@@ -60,7 +61,9 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
       if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
       const auth = c.req.header("authorization") ?? "";
       if (auth !== `Bearer ${key}`) {
-        throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", { type: "authentication_error" });
+        throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", {
+          type: "authentication_error",
+        });
       }
       return next();
     });
@@ -84,7 +87,9 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", downloadRoutes);
   extras.mount?.(app);
 
-  app.notFound((c) => c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404));
+  app.notFound((c) =>
+    c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404)
+  );
   app.onError((err, c) => {
     if (err instanceof ApiError) return errorResponse(c, err);
     if (err instanceof HTTPException) {

@@ -33,7 +33,8 @@ export class ApiError extends Error {
   }
 }
 
-export const badRequest = (message: string, param?: string) => new ApiError(400, message, { param: param ?? null });
+export const badRequest = (message: string, param?: string) =>
+  new ApiError(400, message, { param: param ?? null });
 export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unavailable = (message: string) => new ApiError(503, message);
@@ -74,7 +75,10 @@ export async function readJson<S extends z.ZodType>(c: Context, schema: S): Prom
 }
 
 /** readJson that also returns the body's text, for handlers that pass the request on unchanged. */
-export async function readJsonWithRaw<S extends z.ZodType>(c: Context, schema: S): Promise<{ raw: string; body: z.infer<S> }> {
+export async function readJsonWithRaw<S extends z.ZodType>(
+  c: Context,
+  schema: S,
+): Promise<{ raw: string; body: z.infer<S> }> {
   const raw = await c.req.text();
   if (raw.trim() === "") throw badRequest("request body is empty; send a JSON object");
   let json: unknown;

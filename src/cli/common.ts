@@ -14,7 +14,9 @@ export function resolveDataDir(flags: { dataDir?: string; config?: string }): st
 }
 
 /** The API URL of a node: --url, else the daemon that holds the data dir, else the configured port on loopback. */
-export function nodeUrl(flags: { url?: string; dataDir?: string; apiPort?: string; config?: string }): string {
+export function nodeUrl(
+  flags: { url?: string; dataDir?: string; apiPort?: string; config?: string },
+): string {
   if (flags.url) return flags.url.replace(/\/$/, "");
   const { config } = loadConfig({ dataDir: flags.dataDir, apiPort: flags.apiPort, config: flags.config });
   const owner = liveOwner(config.dataDir);
@@ -32,7 +34,11 @@ export async function getJson<T>(url: string, init?: RequestInit): Promise<T> {
     if (key) headers.set("authorization", `Bearer ${key}`);
     res = await fetch(url, { ...init, headers, signal: init?.signal ?? AbortSignal.timeout(10_000) });
   } catch (e) {
-    throw new CliError(`no node answers at ${new URL(url).origin} (${(e as Error).message.split("\n")[0]}); is 'skulk run' running?`);
+    throw new CliError(
+      `no node answers at ${new URL(url).origin} (${
+        (e as Error).message.split("\n")[0]
+      }); is 'skulk run' running?`,
+    );
   }
   const text = await res.text();
   let body: unknown;

@@ -11,7 +11,9 @@ import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.
 import { CliError } from "./common.ts";
 
 export function registerEngine(program: Command): void {
-  const engine = program.command("engine").description("the llama.cpp engines (llama-server, ggml-rpc-server)");
+  const engine = program.command("engine").description(
+    "the llama.cpp engines (llama-server, ggml-rpc-server)",
+  );
   engine.command("status")
     .description("show which engines were found, their llama.cpp build and RPC protocol version")
     .option("--json", "as JSON")
@@ -23,28 +25,55 @@ export function registerEngine(program: Command): void {
         console.log(JSON.stringify(info, null, 2));
         return;
       }
-      console.log(`llama-server:    ${found.llamaServer ?? "not found (set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`)"}${found.source ? ` [from ${found.source}]` : ""}`);
-      console.log(`ggml-rpc-server: ${found.rpcServer ?? "not found (needed only to lend memory to a pooled instance)"}`);
+      console.log(
+        `llama-server:    ${
+          found.llamaServer ?? "not found (set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`)"
+        }${found.source ? ` [from ${found.source}]` : ""}`,
+      );
+      console.log(
+        `ggml-rpc-server: ${
+          found.rpcServer ?? "not found (needed only to lend memory to a pooled instance)"
+        }`,
+      );
       console.log(`llama.cpp build: ${found.build ?? "unknown"}`);
       console.log(`compute backend: ${found.backend ?? "unknown"}`);
       console.log(`RPC protocol:    ${found.rpcProtocol ?? "unknown (a driver and its donors must match)"}`);
-      console.log(`whisper-server:  ${speech.whisperServer ?? "not found (speech-to-text; set SKULK_WHISPER_SERVER_BIN or run `skulk engine build --whisper`)"}`);
-      console.log(`espeak-ng:       ${speech.espeak ?? "not found (text-to-speech; install the Debian package espeak-ng)"}`);
+      console.log(
+        `whisper-server:  ${
+          speech.whisperServer ??
+            "not found (speech-to-text; set SKULK_WHISPER_SERVER_BIN or run `skulk engine build --whisper`)"
+        }`,
+      );
+      console.log(
+        `espeak-ng:       ${
+          speech.espeak ?? "not found (text-to-speech; install the Debian package espeak-ng)"
+        }`,
+      );
       console.log(`advertised:      ${info.backends.join(", ") || "none"}`);
       if (!found.llamaServer) throw new CliError("no llama-server found", 1);
     });
   engine.command("build")
-    .description("build llama-server and ggml-rpc-server from the llama.cpp source node-llama-cpp ships (about 13 minutes on 2 cores)")
+    .description(
+      "build llama-server and ggml-rpc-server from the llama.cpp source node-llama-cpp ships (about 13 minutes on 2 cores)",
+    )
     .option("--backend <name>", "cpu, cuda, vulkan, rocm or metal", "cpu")
     .option("--jobs <n>", "parallel compile jobs (default: all cores)")
-    .option("--whisper", "build whisper.cpp's whisper-server instead (from nodejs-whisper's source; about 2 minutes on 2 cores)")
+    .option(
+      "--whisper",
+      "build whisper.cpp's whisper-server instead (from nodejs-whisper's source; about 2 minutes on 2 cores)",
+    )
     .action(async (flags) => {
       // The scripts are embedded so a compiled binary can build engines without the source tree.
       const script = await Deno.makeTempFile({ prefix: "skulk-build-engine-" });
       await Deno.writeTextFile(script, flags.whisper ? BUILD_WHISPER_SCRIPT : BUILD_ENGINE_SCRIPT);
       const args = [script, "--backend", flags.backend];
       if (flags.jobs) args.push("--jobs", flags.jobs);
-      const status = await new Deno.Command("bash", { args, stdin: "null", stdout: "inherit", stderr: "inherit" }).spawn().status;
+      const status = await new Deno.Command("bash", {
+        args,
+        stdin: "null",
+        stdout: "inherit",
+        stderr: "inherit",
+      }).spawn().status;
       await Deno.remove(script).catch(() => undefined);
       if (!status.success) throw new CliError(`engine build failed (exit ${status.code})`, status.code || 1);
     });

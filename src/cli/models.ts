@@ -28,11 +28,16 @@ export function registerModels(program: Command): Command {
     .option("--json", "print the cards as JSON")
     .option("--all", "include image-generation cards")
     .option("--search <text>", "only cards whose id contains this text")
-    .option("--data-dir <dir>", "data dir whose custom cards to include (env SKULK_DATA_DIR, default ~/.skulk)")
+    .option(
+      "--data-dir <dir>",
+      "data dir whose custom cards to include (env SKULK_DATA_DIR, default ~/.skulk)",
+    )
     .action(async (flags) => {
       const needle = (flags.search as string | undefined)?.toLowerCase();
       const catalog = Catalog.bundled();
-      for (const c of await customCardsOf(resolveDataDir(flags))) if (!catalog.get(c.model_id)) catalog.add(c);
+      for (const c of await customCardsOf(resolveDataDir(flags))) {
+        if (!catalog.get(c.model_id)) catalog.add(c);
+      }
       const cards = catalog.all()
         .filter((c) => flags.all || !isImageCard(c))
         .filter((c) => !needle || c.model_id.toLowerCase().includes(needle))
@@ -44,7 +49,11 @@ export function registerModels(program: Command): Command {
       const w = Math.max(8, ...cards.map((c) => c.model_id.length + (c.is_custom ? 2 : 0)));
       console.log(`${"MODEL".padEnd(w)}  ${"SIZE".padStart(9)}  ${"QUANT".padEnd(8)}  TASKS`);
       for (const c of cards) {
-        console.log(`${(c.model_id + (c.is_custom ? " *" : "")).padEnd(w)}  ${(c.storage_size ? formatBytes(c.storage_size.in_bytes) : "?").padStart(9)}  ${c.quantization.padEnd(8)}  ${c.tasks.join(",")}`);
+        console.log(
+          `${(c.model_id + (c.is_custom ? " *" : "")).padEnd(w)}  ${
+            (c.storage_size ? formatBytes(c.storage_size.in_bytes) : "?").padStart(9)
+          }  ${c.quantization.padEnd(8)}  ${c.tasks.join(",")}`,
+        );
       }
       const custom = cards.filter((c) => c.is_custom).length;
       console.log(`(${cards.length} cards${custom ? `; * = custom, ${custom}` : ""})`);

@@ -6,7 +6,9 @@ import { CliError, resolveDataDir } from "./common.ts";
 
 export function registerSql(program: Command): void {
   program.command("sql")
-    .description("run one read-only SQL statement on the state database (tables: nodes, events, instances, download_failures, ...)")
+    .description(
+      "run one read-only SQL statement on the state database (tables: nodes, events, instances, download_failures, ...)",
+    )
     .argument("<query>", "a SELECT, WITH, EXPLAIN, VALUES or read-only PRAGMA statement")
     .option("--data-dir <dir>", "data dir whose database to read (env SKULK_DATA_DIR, default ~/.skulk)")
     .option("--config <file>", "skulk.yaml to read the data dir from")

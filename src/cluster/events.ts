@@ -11,13 +11,25 @@ const eventId = z.string();
 
 export const EventSchema = z.union([
   /** `reason` is ours, not upstream's: why a healing master placed it (absent for a user's placement). */
-  tagged("InstanceCreated", z.object({ eventId, instance: InstanceSchema, reason: z.string().optional() }).strict()),
-  tagged("InstanceDeleted", z.object({ eventId, instanceId: z.string(), reason: z.string().nullable().default(null) }).strict()),
-  tagged("RunnerStatusUpdated", z.object({ eventId, runnerId: z.string(), runnerStatus: RunnerStatusSchema }).strict()),
+  tagged(
+    "InstanceCreated",
+    z.object({ eventId, instance: InstanceSchema, reason: z.string().optional() }).strict(),
+  ),
+  tagged(
+    "InstanceDeleted",
+    z.object({ eventId, instanceId: z.string(), reason: z.string().nullable().default(null) }).strict(),
+  ),
+  tagged(
+    "RunnerStatusUpdated",
+    z.object({ eventId, runnerId: z.string(), runnerStatus: RunnerStatusSchema }).strict(),
+  ),
   tagged("NodeDownloadProgress", z.object({ eventId, downloadProgress: DownloadProgressSchema }).strict()),
   tagged("NodeTimedOut", z.object({ eventId, nodeId: z.string() }).strict()),
   tagged("TracingStateChanged", z.object({ eventId, enabled: z.boolean() }).strict()),
-  tagged("CustomModelCardAdded", z.object({ eventId, modelCard: z.looseObject({ modelId: z.string() }) }).strict()),
+  tagged(
+    "CustomModelCardAdded",
+    z.object({ eventId, modelCard: z.looseObject({ modelId: z.string() }) }).strict(),
+  ),
   tagged("CustomModelCardDeleted", z.object({ eventId, modelId: z.string() }).strict()),
   tagged("TestEvent", z.object({ eventId }).strict()),
 ]);
@@ -25,7 +37,11 @@ export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event extends infer E ? E extends Record<infer K, unknown> ? K : never : never;
 
 /** An event with the index the master gave it and the session it was indexed in. */
-export const IndexedEventSchema = z.object({ idx: z.number().int().nonnegative(), session: z.string(), event: EventSchema }).strict();
+export const IndexedEventSchema = z.object({
+  idx: z.number().int().nonnegative(),
+  session: z.string(),
+  event: EventSchema,
+}).strict();
 export type IndexedEvent = z.infer<typeof IndexedEventSchema>;
 
 export function eventType(e: Event): EventType {

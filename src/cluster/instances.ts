@@ -25,7 +25,8 @@ export const ShardMetadataSchema = z.union([
   /** A donor of a pooled GGUF instance: lends memory through ggml-rpc-server, holds no file. */
   tagged(
     "RpcDonorShardMetadata",
-    z.object({ ...ShardBase, driverNode: z.string(), rpcHost: z.string(), rpcPort: z.number().int() }).strict(),
+    z.object({ ...ShardBase, driverNode: z.string(), rpcHost: z.string(), rpcPort: z.number().int() })
+      .strict(),
   ),
 ]);
 export type ShardMetadata = z.infer<typeof ShardMetadataSchema>;
@@ -87,7 +88,10 @@ export const RunnerStatusSchema = z.union([
   tagged("RunnerIdle", z.object({}).strict()),
   tagged("RunnerConnecting", z.object({}).strict()),
   tagged("RunnerConnected", z.object({}).strict()),
-  tagged("RunnerLoading", z.object({ layersLoaded: z.number().int(), totalLayers: z.number().int() }).strict()),
+  tagged(
+    "RunnerLoading",
+    z.object({ layersLoaded: z.number().int(), totalLayers: z.number().int() }).strict(),
+  ),
   tagged("RunnerLoaded", z.object({}).strict()),
   tagged("RunnerWarmingUp", z.object({}).strict()),
   tagged("RunnerReady", z.object({}).strict()),

@@ -18,7 +18,14 @@ export interface ClusterState {
 }
 
 export function emptyState(): ClusterState {
-  return { instances: {}, runners: {}, downloads: {}, tasks: {}, tracingEnabled: false, lastEventAppliedIdx: -1 };
+  return {
+    instances: {},
+    runners: {},
+    downloads: {},
+    tasks: {},
+    tracingEnabled: false,
+    lastEventAppliedIdx: -1,
+  };
 }
 
 export class OutOfOrderEvent extends Error {
@@ -44,7 +51,11 @@ function withoutKeys<T>(rec: Record<string, T>, keys: Iterable<string>): Record<
 
 function deleteInstances(state: ClusterState, ids: string[]): ClusterState {
   const runners = ids.flatMap((id) => (state.instances[id] ? runnersOf(state.instances[id]) : []));
-  return { ...state, instances: withoutKeys(state.instances, ids), runners: withoutKeys(state.runners, runners) };
+  return {
+    ...state,
+    instances: withoutKeys(state.instances, ids),
+    runners: withoutKeys(state.runners, runners),
+  };
 }
 
 /** Applies one event's effect, without index bookkeeping. */
@@ -60,13 +71,17 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
       return deleteInstances(state, [instanceId]);
     }
     case "RunnerStatusUpdated": {
-      const { runnerId, runnerStatus } = (event as Extract<Event, { RunnerStatusUpdated: unknown }>).RunnerStatusUpdated;
-      if ("RunnerShutdown" in runnerStatus) return { ...state, runners: withoutKeys(state.runners, [runnerId]) };
+      const { runnerId, runnerStatus } =
+        (event as Extract<Event, { RunnerStatusUpdated: unknown }>).RunnerStatusUpdated;
+      if ("RunnerShutdown" in runnerStatus) {
+        return { ...state, runners: withoutKeys(state.runners, [runnerId]) };
+      }
       const live = Object.values(state.instances).some((i) => runnersOf(i).includes(runnerId));
       return live ? { ...state, runners: { ...state.runners, [runnerId]: runnerStatus } } : state;
     }
     case "NodeDownloadProgress": {
-      const { downloadProgress } = (event as Extract<Event, { NodeDownloadProgress: unknown }>).NodeDownloadProgress;
+      const { downloadProgress } =
+        (event as Extract<Event, { NodeDownloadProgress: unknown }>).NodeDownloadProgress;
       const body = Object.values(downloadProgress)[0] as { nodeId: string };
       const model = downloadModelId(downloadProgress);
       const list = (state.downloads[body.nodeId] ?? []).filter((p) => downloadModelId(p) !== model);
@@ -74,12 +89,18 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
     }
     case "NodeTimedOut": {
       const { nodeId } = (event as Extract<Event, { NodeTimedOut: unknown }>).NodeTimedOut;
-      const touching = Object.entries(state.instances).filter(([, i]) => nodesOf(i).includes(nodeId)).map(([id]) => id);
+      const touching = Object.entries(state.instances).filter(([, i]) => nodesOf(i).includes(nodeId)).map((
+        [id],
+      ) => id);
       const next = deleteInstances(state, touching);
       return { ...next, downloads: withoutKeys(next.downloads, [nodeId]) };
     }
     case "TracingStateChanged":
-      return { ...state, tracingEnabled: (event as Extract<Event, { TracingStateChanged: unknown }>).TracingStateChanged.enabled };
+      return {
+        ...state,
+        tracingEnabled:
+          (event as Extract<Event, { TracingStateChanged: unknown }>).TracingStateChanged.enabled,
+      };
     case "CustomModelCardAdded":
     case "CustomModelCardDeleted":
     case "TestEvent":
@@ -89,6 +110,8 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
 
 /** Applies an indexed event; indices must arrive in order with no gap. */
 export function apply(state: ClusterState, ie: IndexedEvent): ClusterState {
-  if (ie.idx !== state.lastEventAppliedIdx + 1) throw new OutOfOrderEvent(state.lastEventAppliedIdx + 1, ie.idx);
+  if (ie.idx !== state.lastEventAppliedIdx + 1) {
+    throw new OutOfOrderEvent(state.lastEventAppliedIdx + 1, ie.idx);
+  }
   return { ...applyEvent(state, ie.event), lastEventAppliedIdx: ie.idx };
 }

@@ -48,7 +48,10 @@ function withPath(y: YamlObject, key: string, value: unknown): YamlObject {
 
 export function redact(yaml: YamlObject): YamlObject {
   const { hf_token: _token, ...rest } = yaml;
-  return SECRET_KEYS.reduce((y, k) => (getPath(y, k) === undefined ? y : withPath(y, k, undefined)), rest as YamlObject);
+  return SECRET_KEYS.reduce(
+    (y, k) => (getPath(y, k) === undefined ? y : withPath(y, k, undefined)),
+    rest as YamlObject,
+  );
 }
 
 /** `{config: {...}}` or the config object itself; null when the body is neither. */
@@ -62,7 +65,9 @@ export function mergeWithFile(proposed: YamlObject, onDisk: YamlObject): YamlObj
   let out = { ...proposed };
   for (const k of PRESERVED) if (!(k in out) && k in onDisk) out[k] = onDisk[k];
   for (const k of SECRET_KEYS) {
-    if (getPath(out, k) === undefined && getPath(onDisk, k) !== undefined) out = withPath(out, k, getPath(onDisk, k));
+    if (getPath(out, k) === undefined && getPath(onDisk, k) !== undefined) {
+      out = withPath(out, k, getPath(onDisk, k));
+    }
   }
   return out;
 }

@@ -49,8 +49,13 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
   const problems: string[] = [];
   const config: Record<string, unknown> = {};
   const sources: Record<string, Source> = {};
-  if (inputs.yaml !== undefined && inputs.yaml !== null && (typeof inputs.yaml !== "object" || Array.isArray(inputs.yaml))) {
-    throw new ConfigError([`${inputs.yamlPath ?? "skulk.yaml"}: must be a mapping of sections (api, node, cluster, logging, ...)`]);
+  if (
+    inputs.yaml !== undefined && inputs.yaml !== null &&
+    (typeof inputs.yaml !== "object" || Array.isArray(inputs.yaml))
+  ) {
+    throw new ConfigError([
+      `${inputs.yamlPath ?? "skulk.yaml"}: must be a mapping of sections (api, node, cluster, logging, ...)`,
+    ]);
   }
   for (const [name, s] of Object.entries(SETTINGS) as [string, Setting<unknown>][]) {
     let raw: unknown;
@@ -58,8 +63,9 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
     const fromFlag = s.flag === undefined ? undefined : inputs.flags[s.flag];
     const fromEnv = s.env === undefined ? undefined : inputs.env[s.env];
     const fromYaml = yamlValue(inputs.yaml, s.key);
-    if (fromFlag !== undefined && !(Array.isArray(fromFlag) && fromFlag.length === 0)) [raw, source] = [fromFlag, "flag"];
-    else if (fromEnv !== undefined && fromEnv !== "") [raw, source] = [fromEnv, "env"];
+    if (fromFlag !== undefined && !(Array.isArray(fromFlag) && fromFlag.length === 0)) {
+      [raw, source] = [fromFlag, "flag"];
+    } else if (fromEnv !== undefined && fromEnv !== "") [raw, source] = [fromEnv, "env"];
     else if (fromYaml !== undefined) [raw, source] = [fromYaml, "skulk.yaml"];
     else raw = typeof s.default === "function" ? (s.default as () => unknown)() : s.default;
     const parsed = s.schema.safeParse(raw);
@@ -77,7 +83,9 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
   for (const s of ["model_store", "inference", "tracing", "connectivity", "hf_token"]) known.add(s);
   if (inputs.yaml && typeof inputs.yaml === "object") {
     for (const section of Object.keys(inputs.yaml)) {
-      if (!known.has(section)) problems.push(`${section} (from ${inputs.yamlPath ?? "skulk.yaml"}): unknown section`);
+      if (!known.has(section)) {
+        problems.push(`${section} (from ${inputs.yamlPath ?? "skulk.yaml"}): unknown section`);
+      }
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
@@ -85,7 +93,10 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
 }
 
 /** The config file: --config, else SKULK_CONFIG, else ./skulk.yaml (upstream reads it from the CWD). */
-export function configPath(flags: Record<string, unknown>, env: Record<string, string | undefined>): { path: string; explicit: boolean } {
+export function configPath(
+  flags: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): { path: string; explicit: boolean } {
   const explicit = (flags.config as string | undefined) ?? env.SKULK_CONFIG;
   return explicit ? { path: explicit, explicit: true } : { path: "skulk.yaml", explicit: false };
 }
@@ -105,7 +116,10 @@ export function readYaml(path: string, explicit: boolean): unknown {
   }
 }
 
-export function loadConfig(flags: Record<string, unknown>, env = Deno.env.toObject()): { config: Config; sources: Record<string, Source>; yamlPath: string } {
+export function loadConfig(
+  flags: Record<string, unknown>,
+  env = Deno.env.toObject(),
+): { config: Config; sources: Record<string, Source>; yamlPath: string } {
   const { path, explicit } = configPath(flags, env);
   const yaml = readYaml(path, explicit);
   return { ...resolveConfig({ flags, env, yaml, yamlPath: path }), yamlPath: path };

@@ -5,17 +5,34 @@
 import { z } from "zod";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
 
-const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(65535, "must be between 0 (any free port) and 65535");
+const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(
+  65535,
+  "must be between 0 (any free port) and 65535",
+);
 const nonEmpty = z.string().trim().min(1, "must not be empty");
 const bool = z.union([z.boolean(), z.enum(["1", "0", "true", "false", "yes", "no", "on", "off"])])
   .transform((v) => typeof v === "boolean" ? v : ["1", "true", "yes", "on"].includes(v));
-const UNITS: Record<string, number> = { "": 1, b: 1, kb: 1e3, mb: 1e6, gb: 1e9, tb: 1e12, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, tib: 1024 ** 4 };
+const UNITS: Record<string, number> = {
+  "": 1,
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 1024,
+  mib: 1024 ** 2,
+  gib: 1024 ** 3,
+  tib: 1024 ** 4,
+};
 /** A size: bytes, or a number with a unit ("512MiB", "24 GB"). */
 const byteSize = z.union([z.number(), z.string()]).transform((v, ctx) => {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(String(v));
   const unit = m ? UNITS[m[2].toLowerCase()] : undefined;
   if (!m || unit === undefined || Number(m[1]) <= 0) {
-    ctx.addIssue({ code: "custom", message: "must be a positive size in bytes or with a unit (e.g. 512MiB, 24GB)" });
+    ctx.addIssue({
+      code: "custom",
+      message: "must be a positive size in bytes or with a unit (e.g. 512MiB, 24GB)",
+    });
     return z.NEVER;
   }
   return Math.floor(Number(m[1]) * unit);
@@ -43,8 +60,20 @@ function setting<T>(s: Setting<T>): Setting<T> {
 
 export const SETTINGS = {
   apiPort: setting({ key: "api.port", flag: "apiPort", env: "SKULK_API_PORT", schema: port, default: 52415 }),
-  apiHost: setting({ key: "api.host", flag: "apiHost", env: "SKULK_API_HOST", schema: nonEmpty, default: "0.0.0.0" }),
-  apiKey: setting({ key: "api.key", env: "SKULK_API_KEY", secret: true, schema: z.string().min(16, "must be at least 16 characters").nullable(), default: null }),
+  apiHost: setting({
+    key: "api.host",
+    flag: "apiHost",
+    env: "SKULK_API_HOST",
+    schema: nonEmpty,
+    default: "0.0.0.0",
+  }),
+  apiKey: setting({
+    key: "api.key",
+    env: "SKULK_API_KEY",
+    secret: true,
+    schema: z.string().min(16, "must be at least 16 characters").nullable(),
+    default: null,
+  }),
   dataDir: setting({
     key: "node.data_dir",
     flag: "dataDir",
@@ -52,7 +81,13 @@ export const SETTINGS = {
     schema: nonEmpty,
     default: () => `${Deno.env.get("HOME") ?? "."}/.skulk`,
   }),
-  modelsDir: setting({ key: "node.models_dir", flag: "modelsDir", env: "SKULK_MODELS_DIR", schema: nonEmpty.nullable(), default: null }),
+  modelsDir: setting({
+    key: "node.models_dir",
+    flag: "modelsDir",
+    env: "SKULK_MODELS_DIR",
+    schema: nonEmpty.nullable(),
+    default: null,
+  }),
   friendlyName: setting({
     key: "node.friendly_name",
     flag: "friendlyName",
@@ -61,7 +96,12 @@ export const SETTINGS = {
     default: () => Deno.hostname(),
   }),
   /** Lend at most this much: the node reports no more available RAM than this (pooling, tests). */
-  memoryLimit: setting({ key: "node.memory_limit", env: "SKULK_MEMORY_LIMIT", schema: byteSize.nullable(), default: null }),
+  memoryLimit: setting({
+    key: "node.memory_limit",
+    env: "SKULK_MEMORY_LIMIT",
+    schema: byteSize.nullable(),
+    default: null,
+  }),
   worker: setting({ key: "node.worker", flag: "worker", env: "SKULK_WORKER", schema: bool, default: true }),
   namespace: setting({
     key: "cluster.namespace",
@@ -70,13 +110,48 @@ export const SETTINGS = {
     schema: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "must be 1-64 letters, digits, '.', '_' or '-'"),
     default: "default",
   }),
-  peers: setting({ key: "cluster.peers", flag: "peer", env: "SKULK_PEERS", schema: peerList, default: [] as string[] }),
-  forceMaster: setting({ key: "cluster.force_master", flag: "forceMaster", env: "SKULK_FORCE_MASTER", schema: bool, default: false }),
-  clusterSecret: setting({ key: "cluster.secret", env: "SKULK_CLUSTER_SECRET", secret: true, schema: z.string().min(8, "must be at least 8 characters").nullable(), default: null }),
+  peers: setting({
+    key: "cluster.peers",
+    flag: "peer",
+    env: "SKULK_PEERS",
+    schema: peerList,
+    default: [] as string[],
+  }),
+  forceMaster: setting({
+    key: "cluster.force_master",
+    flag: "forceMaster",
+    env: "SKULK_FORCE_MASTER",
+    schema: bool,
+    default: false,
+  }),
+  clusterSecret: setting({
+    key: "cluster.secret",
+    env: "SKULK_CLUSTER_SECRET",
+    secret: true,
+    schema: z.string().min(8, "must be at least 8 characters").nullable(),
+    default: null,
+  }),
   mdns: setting({ key: "cluster.mdns", flag: "mdns", env: "SKULK_MDNS", schema: bool, default: true }),
-  nodeTimeout: setting({ key: "cluster.node_timeout_seconds", env: "SKULK_NODE_TIMEOUT", schema: seconds, default: 30 }),
-  logLevel: setting({ key: "logging.level", flag: "logLevel", env: "SKULK_LOG_LEVEL", schema: LogLevelSchema, default: "info" as const }),
-  logFormat: setting({ key: "logging.format", flag: "logFormat", env: "SKULK_LOG_FORMAT", schema: LogFormatSchema, default: "auto" as const }),
+  nodeTimeout: setting({
+    key: "cluster.node_timeout_seconds",
+    env: "SKULK_NODE_TIMEOUT",
+    schema: seconds,
+    default: 30,
+  }),
+  logLevel: setting({
+    key: "logging.level",
+    flag: "logLevel",
+    env: "SKULK_LOG_LEVEL",
+    schema: LogLevelSchema,
+    default: "info" as const,
+  }),
+  logFormat: setting({
+    key: "logging.format",
+    flag: "logFormat",
+    env: "SKULK_LOG_FORMAT",
+    schema: LogFormatSchema,
+    default: "auto" as const,
+  }),
   telemetryHistoryInterval: setting({
     key: "telemetry.history_interval_seconds",
     env: "SKULK_TELEMETRY_HISTORY_INTERVAL",
@@ -89,7 +164,13 @@ export const SETTINGS = {
     schema: z.coerce.number().positive("must be a positive number of hours"),
     default: 168,
   }),
-  defaultModel: setting({ key: "inference.default_model", flag: "defaultModel", env: "SKULK_DEFAULT_MODEL", schema: nonEmpty.nullable(), default: null }),
+  defaultModel: setting({
+    key: "inference.default_model",
+    flag: "defaultModel",
+    env: "SKULK_DEFAULT_MODEL",
+    schema: nonEmpty.nullable(),
+    default: null,
+  }),
 } as const;
 
 type Settings = typeof SETTINGS;

@@ -33,7 +33,10 @@ export class DefaultModel implements Plane {
 
   start(ctx: NodeContext): void {
     this.#task = this.#run(ctx).catch((e) => {
-      log.error("could not place the default model {spec}: {error}", { spec: this.spec, error: (e as Error).message });
+      log.error("could not place the default model {spec}: {error}", {
+        spec: this.spec,
+        error: (e as Error).message,
+      });
     });
   }
 
@@ -48,11 +51,15 @@ export class DefaultModel implements Plane {
       const path = this.spec.startsWith("/") ? this.spec : `${Deno.cwd()}/${this.spec}`;
       const card = await localCard(path);
       modelId = card.model_id;
-      if (!ctx.catalog.get(modelId)) await ctx.submit(makeEvent("CustomModelCardAdded", { modelCard: cardToWire(card) }));
+      if (!ctx.catalog.get(modelId)) {
+        await ctx.submit(makeEvent("CustomModelCardAdded", { modelCard: cardToWire(card) }));
+      }
     }
     // Only the master places, and only once the cluster has settled on one (a joining node stays quiet).
     for (let attempt = 0; attempt < 60 && !this.#stopped; attempt++) {
-      const placed = Object.values(ctx.log.state.instances).some((i) => instanceBody(i).shardAssignments.modelId === modelId);
+      const placed = Object.values(ctx.log.state.instances).some((i) =>
+        instanceBody(i).shardAssignments.modelId === modelId
+      );
       if (placed) return;
       if (ctx.masterNodeId() === ctx.nodeId && ctx.catalog.get(modelId)) {
         const card = await placementCard(ctx, modelId);

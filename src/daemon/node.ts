@@ -2,7 +2,7 @@
  * Composes one node: takes the data dir's lock, opens the store, loads identity and the event log,
  * starts telemetry and the API, and shuts all of it down in reverse order on SIGINT/SIGTERM.
  */
-import { createApp, type AppExtras } from "../api/app.ts";
+import { type AppExtras, createApp } from "../api/app.ts";
 import { firstIpv4 } from "../api/routes/node.ts";
 import { EventLog } from "../cluster/log.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
@@ -100,14 +100,23 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
   }
 }
 
-async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opts: StartOptions): Promise<RunningNode> {
+async function serve(
+  ctx: NodeContext,
+  lock: ReturnType<typeof acquireLock>,
+  opts: StartOptions,
+): Promise<RunningNode> {
   const { config } = ctx;
   const app = createApp(ctx, opts.extras);
   const abort = new AbortController();
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
     // Deno.serve binds before it returns, so a busy port throws here and server.addr is the real port.
-    server = Deno.serve({ hostname: config.apiHost, port: config.apiPort, signal: abort.signal, onListen: () => {} }, app.fetch);
+    server = Deno.serve({
+      hostname: config.apiHost,
+      port: config.apiPort,
+      signal: abort.signal,
+      onListen: () => {},
+    }, app.fetch);
   } catch (e) {
     if (e instanceof Deno.errors.AddrInUse) throw new PortInUse(config.apiHost, config.apiPort);
     throw e;
@@ -117,7 +126,10 @@ async function serve(ctx: NodeContext, lock: ReturnType<typeof acquireLock>, opt
   const shownHost = config.apiHost === "0.0.0.0" || config.apiHost === "::" ? "127.0.0.1" : config.apiHost;
   const url = `http://${shownHost}:${port}`;
   if (!config.apiKey && !["127.0.0.1", "localhost", "::1"].includes(config.apiHost)) {
-    log.warn("the API listens on {host}:{port} beyond loopback with no API key; anyone who can reach it can control this node (set SKULK_API_KEY)", { host: config.apiHost, port });
+    log.warn(
+      "the API listens on {host}:{port} beyond loopback with no API key; anyone who can reach it can control this node (set SKULK_API_KEY)",
+      { host: config.apiHost, port },
+    );
   }
 
   // Telemetry: the local reading, refreshed on a timer; the version counter makes it last-write-wins.

@@ -66,7 +66,8 @@ function readBuildInfo(llamaServer: string): z.infer<typeof BuildInfoSchema> | n
 
 async function versionLine(bin: string): Promise<string | null> {
   try {
-    const out = await new Deno.Command(bin, { args: ["--version"], stdout: "piped", stderr: "piped" }).output();
+    const out = await new Deno.Command(bin, { args: ["--version"], stdout: "piped", stderr: "piped" })
+      .output();
     const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
     return text.match(/version:\s*(.+)/)?.[1]?.trim() ?? null;
   } catch {
@@ -76,12 +77,16 @@ async function versionLine(bin: string): Promise<string | null> {
 
 export class EngineNotFound extends Error {
   constructor() {
-    super("llama-server was not found: set SKULK_LLAMA_SERVER_BIN, put it on PATH, or run `skulk engine build` (scripts/build-engine)");
+    super(
+      "llama-server was not found: set SKULK_LLAMA_SERVER_BIN, put it on PATH, or run `skulk engine build` (scripts/build-engine)",
+    );
     this.name = "EngineNotFound";
   }
 }
 
-export async function findEngines(env: Record<string, string | undefined> = Deno.env.toObject()): Promise<EngineFound> {
+export async function findEngines(
+  env: Record<string, string | undefined> = Deno.env.toObject(),
+): Promise<EngineFound> {
   let source: EngineFound["source"] = null;
   let llamaServer: string | null = null;
   if (env.SKULK_LLAMA_SERVER_BIN) {
@@ -90,8 +95,9 @@ export async function findEngines(env: Record<string, string | undefined> = Deno
   } else if ((llamaServer = onPath("llama-server", env))) source = "path";
   else if ((llamaServer = fromCache(env))) source = "cache";
   let rpcServer: string | null = null;
-  if (env.SKULK_RPC_SERVER_BIN) rpcServer = isExecutable(env.SKULK_RPC_SERVER_BIN) ? env.SKULK_RPC_SERVER_BIN : null;
-  else if (llamaServer) {
+  if (env.SKULK_RPC_SERVER_BIN) {
+    rpcServer = isExecutable(env.SKULK_RPC_SERVER_BIN) ? env.SKULK_RPC_SERVER_BIN : null;
+  } else if (llamaServer) {
     const dir = llamaServer.replace(/\/[^/]+$/, "");
     rpcServer = [`${dir}/ggml-rpc-server`, `${dir}/rpc-server`].find(isExecutable) ?? null;
   }

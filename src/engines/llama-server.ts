@@ -24,14 +24,20 @@ export interface LlamaServerOptions {
 
 export function llamaServerArgs(o: LlamaServerOptions): string[] {
   const args = [
-    "-m", o.model,
-    "-c", String(o.contextTokens),
-    "-ngl", String(o.gpuLayers ?? 99),
-    "--host", "127.0.0.1",
-    "--port", String(o.port),
+    "-m",
+    o.model,
+    "-c",
+    String(o.contextTokens),
+    "-ngl",
+    String(o.gpuLayers ?? 99),
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(o.port),
     "--jinja",
     "--no-webui",
-    "-np", String(o.parallel ?? 4),
+    "-np",
+    String(o.parallel ?? 4),
     "--kv-unified",
   ];
   if (o.threads) args.push("-t", String(o.threads));

@@ -32,7 +32,11 @@ export async function answersOk(url: string, timeoutMs = 1500): Promise<boolean>
 
 export class EngineFailed extends Error {
   constructor(message: string, readonly logTail: string[]) {
-    super(logTail.length ? `${message}\n--- last lines of the engine's log ---\n${logTail.slice(-20).join("\n")}` : message);
+    super(
+      logTail.length
+        ? `${message}\n--- last lines of the engine's log ---\n${logTail.slice(-20).join("\n")}`
+        : message,
+    );
     this.name = "EngineFailed";
   }
 }
@@ -123,7 +127,9 @@ export class EngineProcess {
     await this.registry?.record(child.pid, spec);
     this.#status = child.status.then(async (s) => {
       await this.registry?.forget(child.pid).catch(() => undefined);
-      this.#die(s.signal ? `${spec.kind} was killed by ${s.signal}` : `${spec.kind} exited with code ${s.code}`);
+      this.#die(
+        s.signal ? `${spec.kind} was killed by ${s.signal}` : `${spec.kind} exited with code ${s.code}`,
+      );
       return s;
     });
     const deadline = Date.now() + spec.readyDeadlineMs;
@@ -138,7 +144,9 @@ export class EngineProcess {
       await new Promise((r) => setTimeout(r, 100));
     }
     const why = exited
-      ? `${spec.kind} exited before it was ready (${(exited as Deno.CommandStatus).signal ?? `code ${(exited as Deno.CommandStatus).code}`})`
+      ? `${spec.kind} exited before it was ready (${
+        (exited as Deno.CommandStatus).signal ?? `code ${(exited as Deno.CommandStatus).code}`
+      })`
       : `${spec.kind} was not ready within ${Math.round(spec.readyDeadlineMs / 1000)} s`;
     this.#stopping = true; // a failed start is reported by this throw, not by death listeners
     await this.stop();
@@ -158,7 +166,9 @@ export class EngineProcess {
         const ok = await (this.spec.liveness ?? this.spec.probe)().catch(() => false);
         failures = ok ? 0 : failures + 1;
         if (failures >= limit) {
-          this.#die(`${this.spec.kind} stopped answering (${limit} failed health checks ${every / 1000} s apart)`);
+          this.#die(
+            `${this.spec.kind} stopped answering (${limit} failed health checks ${every / 1000} s apart)`,
+          );
           this.#stopping = true;
           void this.stop();
         }

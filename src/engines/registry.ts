@@ -10,7 +10,10 @@ import type { EngineSpec, ProcessRegistry } from "./process.ts";
 
 const log = logger("engines");
 
-export function sqliteRegistry(db: Db, owner: { instanceId?: string; runnerId?: string; port?: number } = {}): ProcessRegistry {
+export function sqliteRegistry(
+  db: Db,
+  owner: { instanceId?: string; runnerId?: string; port?: number } = {},
+): ProcessRegistry {
   return {
     record: async (pid: number, spec: EngineSpec) => {
       await db.insert(engineProcesses).values({
@@ -21,7 +24,10 @@ export function sqliteRegistry(db: Db, owner: { instanceId?: string; runnerId?: 
         port: owner.port ?? null,
         command: JSON.stringify([spec.bin, ...spec.args]),
         startedAt: new Date().toISOString(),
-      }).onConflictDoUpdate({ target: engineProcesses.pid, set: { kind: spec.kind, command: JSON.stringify([spec.bin, ...spec.args]) } });
+      }).onConflictDoUpdate({
+        target: engineProcesses.pid,
+        set: { kind: spec.kind, command: JSON.stringify([spec.bin, ...spec.args]) },
+      });
     },
     forget: async (pid: number) => {
       await db.delete(engineProcesses).where(eq(engineProcesses.pid, pid));
@@ -46,7 +52,10 @@ export async function reapOrphans(db: Db): Promise<number> {
     const running = commandLine(row.pid);
     // Only a process running the very binary we recorded is ours; a reused pid is left alone.
     if (running && running[0] === recorded[0]) {
-      log.warn("reaping orphaned {kind} (pid {pid}) left by a previous daemon", { kind: row.kind, pid: row.pid });
+      log.warn("reaping orphaned {kind} (pid {pid}) left by a previous daemon", {
+        kind: row.kind,
+        pid: row.pid,
+      });
       try {
         Deno.kill(row.pid, "SIGTERM");
         for (let i = 0; i < 50 && commandLine(row.pid); i++) await new Promise((r) => setTimeout(r, 100));

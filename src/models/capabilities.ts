@@ -78,8 +78,15 @@ export function resolveCapabilities(card: ModelCard): ResolvedCapabilities {
     });
   } else if (id.includes("gpt-oss")) {
     Object.assign(r, { supports_tool_calling: true, output_parser: "gpt_oss", tool_call_format: "gpt_oss" });
-  } else if (/qwen3(\.\d)?[-_]/.test(id) && !id.includes("coder") && !id.includes("instruct-2507") && !/next-.*instruct/.test(id)) {
-    Object.assign(r, { supports_thinking: true, supports_thinking_toggle: true, thinking_format: "token_delimited" });
+  } else if (
+    /qwen3(\.\d)?[-_]/.test(id) && !id.includes("coder") && !id.includes("instruct-2507") &&
+    !/next-.*instruct/.test(id)
+  ) {
+    Object.assign(r, {
+      supports_thinking: true,
+      supports_thinking_toggle: true,
+      thinking_format: "token_delimited",
+    });
   }
   if (r.supports_thinking && r.thinking_format === "none") r.thinking_format = "token_delimited";
   // Explicit card sections override field by field.
@@ -91,7 +98,9 @@ export function resolveCapabilities(card: ModelCard): ResolvedCapabilities {
     if (rs.default_effort !== undefined) r.default_reasoning_effort = rs.default_effort;
     if (rs.disabled_effort !== undefined) r.disabled_reasoning_effort = rs.disabled_effort;
   }
-  if (card.modalities?.supports_audio_input !== undefined) r.supports_audio_input = card.modalities.supports_audio_input;
+  if (card.modalities?.supports_audio_input !== undefined) {
+    r.supports_audio_input = card.modalities.supports_audio_input;
+  }
   const t = card.tooling;
   if (t) {
     if (t.supports_tool_calling !== undefined) r.supports_tool_calling = t.supports_tool_calling;

@@ -7,7 +7,14 @@ import { z } from "zod";
 const Memory = z.object({ in_bytes: z.number().int().nonnegative() }).strict();
 const Effort = z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]);
 
-export const TASKS = ["TextGeneration", "TextToImage", "ImageToImage", "TextEmbedding", "TextToSpeech", "SpeechToText"] as const;
+export const TASKS = [
+  "TextGeneration",
+  "TextToImage",
+  "ImageToImage",
+  "TextEmbedding",
+  "TextToSpeech",
+  "SpeechToText",
+] as const;
 
 export const CardComponentSchema = z.object({
   component_name: z.string(),

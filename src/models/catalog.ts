@@ -32,7 +32,9 @@ export class Catalog {
   constructor(bundled: ModelCard[], custom: ModelCard[] = []) {
     // Upstream: first writer wins per model id, bundled before custom.
     for (const c of bundled) if (!this.#cards.has(c.model_id)) this.#cards.set(c.model_id, c);
-    for (const c of custom) if (!this.#cards.has(c.model_id)) this.#cards.set(c.model_id, { ...c, is_custom: true });
+    for (const c of custom) {
+      if (!this.#cards.has(c.model_id)) this.#cards.set(c.model_id, { ...c, is_custom: true });
+    }
   }
 
   static bundled(): Catalog {
@@ -91,7 +93,9 @@ export interface ModelListEntry {
 export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntry {
   const caps = resolveCapabilities(card);
   const tags: string[] = [];
-  if (card.model_id.toLowerCase().includes("optiq") || card.quantization.toLowerCase().includes("optiq")) tags.push("optiq");
+  if (card.model_id.toLowerCase().includes("optiq") || card.quantization.toLowerCase().includes("optiq")) {
+    tags.push("optiq");
+  }
   if (caps.supports_thinking) tags.push("thinking");
   if (caps.supports_image_input) tags.push("vision");
   if (card.supports_tensor) tags.push("tensor");
@@ -114,7 +118,9 @@ export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntr
     owned_by: "skulk",
     hugging_face_id: card.model_id,
     name: card.model_id.split("/").at(-1)!,
-    description: features.length ? `Resolved capabilities: ${features.join(", ")}.` : "Resolved capabilities: text.",
+    description: features.length
+      ? `Resolved capabilities: ${features.join(", ")}.`
+      : "Resolved capabilities: text.",
     context_length: card.context_length,
     tags,
     storage_size_megabytes: Math.round((card.storage_size?.in_bytes ?? 0) / 1_000_000),

@@ -51,10 +51,15 @@ export async function loadOrCreateIdentity(dataDir: string): Promise<NodeIdentit
     return { nodeId: peerIdFromEd25519(publicKey), publicKey, created: false };
   } catch (e) {
     if (!(e instanceof Deno.errors.NotFound)) {
-      throw new Error(`${path} is unreadable (${(e as Error).message}); move it away to give this node a new id`);
+      throw new Error(
+        `${path} is unreadable (${(e as Error).message}); move it away to give this node a new id`,
+      );
     }
   }
-  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"]) as CryptoKeyPair;
+  const pair = await crypto.subtle.generateKey({ name: "Ed25519" }, true, [
+    "sign",
+    "verify",
+  ]) as CryptoKeyPair;
   const publicKey = new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey));
   const pkcs8 = new Uint8Array(await crypto.subtle.exportKey("pkcs8", pair.privateKey));
   const file: KeyFile = { version: 1, privateKeyPkcs8: b64(pkcs8), publicKey: b64(publicKey) };

@@ -4,7 +4,12 @@
  */
 import { z } from "zod";
 
-export const LockInfoSchema = z.object({ pid: z.number().int(), apiHost: z.string(), apiPort: z.number().int(), startedAt: z.string() });
+export const LockInfoSchema = z.object({
+  pid: z.number().int(),
+  apiHost: z.string(),
+  apiPort: z.number().int(),
+  startedAt: z.string(),
+});
 export type LockInfo = z.infer<typeof LockInfoSchema>;
 
 export class DataDirBusy extends Error {
@@ -88,7 +93,9 @@ export function acquireLock(dataDir: string, apiHost: string, apiPort: number): 
       if (!owner) {
         // Unreadable: another daemon may be writing it right now; give it a moment before taking it.
         const age = Date.now() - Deno.statSync(path).mtime!.getTime();
-        if (age < 2000) throw new DataDirBusy(dataDir, { pid: -1, apiHost: "?", apiPort: 0, startedAt: "just now" });
+        if (age < 2000) {
+          throw new DataDirBusy(dataDir, { pid: -1, apiHost: "?", apiPort: 0, startedAt: "just now" });
+        }
       }
       Deno.removeSync(path); // stale: its owner died without releasing
     }

@@ -23,7 +23,12 @@ interface UpstreamChunk {
     logprobs?: unknown;
   }[];
   usage?: Record<string, unknown> | null;
-  timings?: { prompt_n?: number; predicted_n?: number; prompt_per_second?: number; predicted_per_second?: number };
+  timings?: {
+    prompt_n?: number;
+    predicted_n?: number;
+    prompt_per_second?: number;
+    predicted_per_second?: number;
+  };
 }
 
 export function sseData(obj: unknown): string {
@@ -37,7 +42,11 @@ export class ChatStreamTranslator {
   #timings: UpstreamChunk["timings"] | null = null;
   #done = false;
 
-  constructor(readonly commandId: string, readonly model: string, readonly created = Math.floor(Date.now() / 1000)) {}
+  constructor(
+    readonly commandId: string,
+    readonly model: string,
+    readonly created = Math.floor(Date.now() / 1000),
+  ) {}
 
   /** True once the closing frames were produced: nothing more will be sent. */
   get done(): boolean {
@@ -48,7 +57,12 @@ export class ChatStreamTranslator {
     return `: keep-alive\n\n: command_id ${this.commandId}\n\n`;
   }
 
-  #chunk(delta: Record<string, unknown>, finish: string | null, logprobs: unknown = null, usage: unknown = null) {
+  #chunk(
+    delta: Record<string, unknown>,
+    finish: string | null,
+    logprobs: unknown = null,
+    usage: unknown = null,
+  ) {
     return sseData({
       id: this.commandId,
       object: "chat.completion",
@@ -115,12 +129,14 @@ export class ChatStreamTranslator {
     }
     const t = this.#timings;
     if (t) {
-      out += `: generation_stats ${JSON.stringify({
-        prompt_tps: t.prompt_per_second ?? null,
-        generation_tps: t.predicted_per_second ?? null,
-        prompt_tokens: t.prompt_n ?? null,
-        generation_tokens: t.predicted_n ?? null,
-      })}\n\n`;
+      out += `: generation_stats ${
+        JSON.stringify({
+          prompt_tps: t.prompt_per_second ?? null,
+          generation_tps: t.predicted_per_second ?? null,
+          prompt_tokens: t.prompt_n ?? null,
+          generation_tokens: t.predicted_n ?? null,
+        })
+      }\n\n`;
     }
     return out + "data: [DONE]\n\n";
   }
@@ -129,7 +145,8 @@ export class ChatStreamTranslator {
   fail(message: string, code = 503): string {
     if (this.#done) return "";
     this.#done = true;
-    return sseData({ error: { message, type: "ServiceUnavailable", param: null, code } }) + "data: [DONE]\n\n";
+    return sseData({ error: { message, type: "ServiceUnavailable", param: null, code } }) +
+      "data: [DONE]\n\n";
   }
 }
 

@@ -7,12 +7,25 @@ import type { NodeContext } from "../node/context.ts";
 
 export const FORWARDED_HEADER = "x-skulk-forwarded-by";
 
-export async function forwardRequest(ctx: NodeContext, nodeId: string, req: Request, body: string | Uint8Array): Promise<Response | { error: string }> {
+export async function forwardRequest(
+  ctx: NodeContext,
+  nodeId: string,
+  req: Request,
+  body: string | Uint8Array,
+): Promise<Response | { error: string }> {
   if (req.headers.get(FORWARDED_HEADER)) {
-    return { error: `request was forwarded here by ${req.headers.get(FORWARDED_HEADER)}, but this node does not drive the model` };
+    return {
+      error: `request was forwarded here by ${
+        req.headers.get(FORWARDED_HEADER)
+      }, but this node does not drive the model`,
+    };
   }
   const address = ctx.telemetry.get(nodeId)?.reading.apiAddress;
-  if (!address) return { error: `node ${nodeId} drives the model but its address is unknown (is it still in the cluster?)` };
+  if (!address) {
+    return {
+      error: `node ${nodeId} drives the model but its address is unknown (is it still in the cluster?)`,
+    };
+  }
   const url = new URL(req.url);
   const headers = new Headers();
   for (const h of ["content-type", "authorization", "accept", "x-request-id"]) {
@@ -23,8 +36,15 @@ export async function forwardRequest(ctx: NodeContext, nodeId: string, req: Requ
   try {
     // GET and HEAD carry no body (fetch refuses one, even empty).
     const payload = req.method === "GET" || req.method === "HEAD" ? undefined : body as BodyInit;
-    return await fetch(`http://${address}${url.pathname}${url.search}`, { method: req.method, headers, body: payload, signal: req.signal });
+    return await fetch(`http://${address}${url.pathname}${url.search}`, {
+      method: req.method,
+      headers,
+      body: payload,
+      signal: req.signal,
+    });
   } catch (e) {
-    return { error: `node ${nodeId} (${address}) that drives the model did not answer: ${(e as Error).message}` };
+    return {
+      error: `node ${nodeId} (${address}) that drives the model did not answer: ${(e as Error).message}`,
+    };
   }
 }

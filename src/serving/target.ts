@@ -20,8 +20,12 @@ export type TargetResult =
 const READY = new Set(["RunnerReady", "RunnerRunning"]);
 
 export function resolveTarget(state: ClusterState, modelId: string, selfNodeId: string): TargetResult {
-  const candidates = Object.entries(state.instances).filter(([, i]) => instanceBody(i).shardAssignments.modelId === modelId);
-  if (candidates.length === 0) return { ok: false, status: 404, message: `No instance found for model ${modelId}` };
+  const candidates = Object.entries(state.instances).filter(([, i]) =>
+    instanceBody(i).shardAssignments.modelId === modelId
+  );
+  if (candidates.length === 0) {
+    return { ok: false, status: 404, message: `No instance found for model ${modelId}` };
+  }
   const described: string[] = [];
   const ready: Target[] = [];
   for (const [instanceId, inst] of candidates) {
@@ -40,13 +44,21 @@ export function resolveTarget(state: ClusterState, modelId: string, selfNodeId: 
     }
     const failed = statuses.find((s) => s && "RunnerFailed" in s);
     if (failed && "RunnerFailed" in failed) {
-      described.push(`instance ${instanceId} failed: ${failed.RunnerFailed.errorMessage ?? "no reason given"}`);
+      described.push(
+        `instance ${instanceId} failed: ${failed.RunnerFailed.errorMessage ?? "no reason given"}`,
+      );
     } else {
-      const phase = statuses.map((s) => (s ? tagOf(s) : "RunnerIdle")).find((t) => !READY.has(t)) ?? "RunnerIdle";
+      const phase = statuses.map((s) => (s ? tagOf(s) : "RunnerIdle")).find((t) => !READY.has(t)) ??
+        "RunnerIdle";
       described.push(`instance ${instanceId} is not ready yet (${phase}); retry shortly`);
     }
   }
-  if (ready.length === 0) return { ok: false, status: 503, message: `model ${modelId} cannot serve now: ${described.join("; ")}` };
-  ready.sort((a, b) => Number(b.driverNode === selfNodeId) - Number(a.driverNode === selfNodeId) || a.instanceId.localeCompare(b.instanceId));
+  if (ready.length === 0) {
+    return { ok: false, status: 503, message: `model ${modelId} cannot serve now: ${described.join("; ")}` };
+  }
+  ready.sort((a, b) =>
+    Number(b.driverNode === selfNodeId) - Number(a.driverNode === selfNodeId) ||
+    a.instanceId.localeCompare(b.instanceId)
+  );
   return { ok: true, target: ready[0] };
 }

@@ -31,14 +31,18 @@ export async function migrate(client: Client): Promise<string[]> {
     "CREATE TABLE IF NOT EXISTS schema_migrations (tag TEXT PRIMARY KEY, hash TEXT NOT NULL, applied_at TEXT NOT NULL)",
   );
   const done = new Map(
-    (await client.execute("SELECT tag, hash FROM schema_migrations")).rows.map((r) => [String(r.tag), String(r.hash)]),
+    (await client.execute("SELECT tag, hash FROM schema_migrations")).rows.map((
+      r,
+    ) => [String(r.tag), String(r.hash)]),
   );
   const applied: string[] = [];
   for (const m of MIGRATIONS) {
     const hash = await sha256(m.sql);
     const seen = done.get(m.tag);
     if (seen !== undefined) {
-      if (seen !== hash) throw new Error(`migration ${m.tag} changed after it was applied; migrations are append-only`);
+      if (seen !== hash) {
+        throw new Error(`migration ${m.tag} changed after it was applied; migrations are append-only`);
+      }
       continue;
     }
     const statements = m.sql.split("--> statement-breakpoint").map((s) => s.trim()).filter(Boolean);

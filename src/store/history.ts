@@ -16,8 +16,9 @@ export async function recordHistory(db: Db, ie: IndexedEvent, before: ClusterSta
   const now = new Date().toISOString();
   switch (eventType(ie.event)) {
     case "InstanceCreated": {
-      const { instance, reason } = (ie.event as { InstanceCreated: { instance: Parameters<typeof instanceBody>[0]; reason?: string } })
-        .InstanceCreated;
+      const { instance, reason } =
+        (ie.event as { InstanceCreated: { instance: Parameters<typeof instanceBody>[0]; reason?: string } })
+          .InstanceCreated;
       const body = instanceBody(instance);
       const shard = Object.values(body.shardAssignments.runnerToShard)[0];
       const sharding = shard ? Object.keys(shard)[0].replace(/ShardMetadata$/, "") : "Pipeline";
@@ -34,7 +35,8 @@ export async function recordHistory(db: Db, ie: IndexedEvent, before: ClusterSta
       return;
     }
     case "InstanceDeleted": {
-      const { instanceId, reason } = (ie.event as { InstanceDeleted: { instanceId: string; reason: string | null } }).InstanceDeleted;
+      const { instanceId, reason } =
+        (ie.event as { InstanceDeleted: { instanceId: string; reason: string | null } }).InstanceDeleted;
       // Healing names the instance that replaces this one; anything else with a reason is a failure.
       const outcome = !reason ? "deleted" : /; replaced by /.test(reason) ? "replaced" : "failed";
       await db.update(instances).set({ deletedAt: now, outcome, reason: reason ?? "deleted on request" })
@@ -45,19 +47,28 @@ export async function recordHistory(db: Db, ie: IndexedEvent, before: ClusterSta
       const { nodeId } = (ie.event as { NodeTimedOut: { nodeId: string } }).NodeTimedOut;
       for (const [id, inst] of Object.entries(before.instances)) {
         if (!(nodeId in instanceBody(inst).shardAssignments.nodeToRunner)) continue;
-        await db.update(instances).set({ deletedAt: now, outcome: "failed", reason: `node ${nodeId} timed out` })
+        await db.update(instances).set({
+          deletedAt: now,
+          outcome: "failed",
+          reason: `node ${nodeId} timed out`,
+        })
           .where(sql`${instances.id} = ${id} AND ${instances.deletedAt} IS NULL`);
       }
       return;
     }
     case "RunnerStatusUpdated": {
-      const { runnerId, runnerStatus } = (ie.event as { RunnerStatusUpdated: { runnerId: string; runnerStatus: Record<string, unknown> } })
-        .RunnerStatusUpdated;
+      const { runnerId, runnerStatus } =
+        (ie.event as { RunnerStatusUpdated: { runnerId: string; runnerStatus: Record<string, unknown> } })
+          .RunnerStatusUpdated;
       if (!("RunnerReady" in runnerStatus)) return;
-      const owner = Object.values(before.instances).find((i) => runnerId in instanceBody(i).shardAssignments.runnerToShard);
+      const owner = Object.values(before.instances).find((i) =>
+        runnerId in instanceBody(i).shardAssignments.runnerToShard
+      );
       if (owner) {
         await db.update(instances).set({ outcome: "running" })
-          .where(sql`${instances.id} = ${instanceBody(owner).instanceId} AND ${instances.outcome} = 'placed'`);
+          .where(
+            sql`${instances.id} = ${instanceBody(owner).instanceId} AND ${instances.outcome} = 'placed'`,
+          );
       }
       return;
     }
@@ -73,7 +84,11 @@ export async function recordNode(db: Db, r: NodeReading, seenAt: Date): Promise<
     arch: r.identity.chipId,
     cpuCount: r.system?.cpuCount ?? null,
     ramTotalBytes: r.memory?.ramTotal.inBytes ?? null,
-    accelerators: (r.system?.accelerators ?? []).map((a) => ({ vendor: a.vendor, name: a.name, vramTotalBytes: a.vramTotalBytes })),
+    accelerators: (r.system?.accelerators ?? []).map((a) => ({
+      vendor: a.vendor,
+      name: a.name,
+      vramTotalBytes: a.vramTotalBytes,
+    })),
     diskTotalBytes: r.disk?.total.inBytes ?? null,
   });
   const at = seenAt.toISOString();
@@ -87,7 +102,13 @@ export async function recordNode(db: Db, r: NodeReading, seenAt: Date): Promise<
     address: r.apiAddress,
   }).onConflictDoUpdate({
     target: nodes.id,
-    set: { friendlyName: r.identity.friendlyName, version: r.identity.skulkVersion, lastSeen: at, hardware, address: r.apiAddress },
+    set: {
+      friendlyName: r.identity.friendlyName,
+      version: r.identity.skulkVersion,
+      lastSeen: at,
+      hardware,
+      address: r.apiAddress,
+    },
   });
 }
 

@@ -51,7 +51,11 @@ export function checkReadOnly(sql: string): string {
     throw new ReadOnlyRefusal(`${keyword} is refused: skulk sql reads this node's state database only`);
   }
   if (!READ_KEYWORDS.has(keyword)) {
-    throw new ReadOnlyRefusal(`${keyword || "this statement"} would write; skulk sql is read-only (SELECT, WITH, EXPLAIN, VALUES or PRAGMA reads)`);
+    throw new ReadOnlyRefusal(
+      `${
+        keyword || "this statement"
+      } would write; skulk sql is read-only (SELECT, WITH, EXPLAIN, VALUES or PRAGMA reads)`,
+    );
   }
   if (keyword === "PRAGMA" && /=|\(/.test(stmt)) {
     throw new ReadOnlyRefusal("PRAGMA assignments are refused: skulk sql is read-only");
@@ -80,7 +84,9 @@ export async function queryReadOnly(dbFile: string, sql: string, args: InValue[]
     return { columns: rs.columns, rows };
   } catch (e) {
     const msg = (e as Error).message;
-    if (/READONLY/i.test(msg)) throw new ReadOnlyRefusal("that statement would write; skulk sql is read-only");
+    if (/READONLY/i.test(msg)) {
+      throw new ReadOnlyRefusal("that statement would write; skulk sql is read-only");
+    }
     throw new ReadOnlyRefusal(msg.replace(/^SQLITE_\w+: /, ""));
   } finally {
     client.close();
@@ -95,8 +101,12 @@ function normalize(v: unknown): unknown {
 
 /** Renders rows as an aligned text table. */
 export function formatTable(result: QueryResult): string {
-  const cells = result.rows.map((r) => result.columns.map((c) => (r[c] === null || r[c] === undefined ? "NULL" : String(r[c]))));
-  const widths = result.columns.map((c, i) => Math.max(c.length, ...cells.map((row) => Math.min(row[i].length, 80))));
+  const cells = result.rows.map((r) =>
+    result.columns.map((c) => (r[c] === null || r[c] === undefined ? "NULL" : String(r[c])))
+  );
+  const widths = result.columns.map((c, i) =>
+    Math.max(c.length, ...cells.map((row) => Math.min(row[i].length, 80)))
+  );
   const line = (vals: string[]) =>
     vals.map((v, i) => (v.length > 80 ? v.slice(0, 77) + "..." : v).padEnd(widths[i])).join(" | ").trimEnd();
   const out = [line(result.columns), widths.map((w) => "-".repeat(w)).join("-+-"), ...cells.map(line)];

@@ -14,19 +14,30 @@ export function modelsDir(config: Config): string {
   return config.modelsDir ?? `${config.dataDir}/models`;
 }
 
-export async function resolveModelFile(card: ModelCard, config: Config): Promise<{ path: string } | { error: string }> {
+export async function resolveModelFile(
+  card: ModelCard,
+  config: Config,
+): Promise<{ path: string } | { error: string }> {
   const candidates: string[] = [];
   if (card.gguf_path) candidates.push(card.gguf_path);
-  if (card.gguf_file) candidates.push(`${modelsDir(config)}/${normalizeModelId(card.model_id)}/${card.gguf_file}`);
+  if (card.gguf_file) {
+    candidates.push(`${modelsDir(config)}/${normalizeModelId(card.model_id)}/${card.gguf_file}`);
+  }
   if (candidates.length === 0) {
-    return { error: `${card.model_id} has no GGUF file; this node's llama.cpp runner serves GGUF models only` };
+    return {
+      error: `${card.model_id} has no GGUF file; this node's llama.cpp runner serves GGUF models only`,
+    };
   }
   for (const p of candidates) {
     try {
       if ((await Deno.stat(p)).isFile) return { path: p };
     } catch { /* try the next */ }
   }
-  return { error: `the model file for ${card.model_id} is not on this node (looked for ${candidates.join(", ")}); download it first` };
+  return {
+    error: `the model file for ${card.model_id} is not on this node (looked for ${
+      candidates.join(", ")
+    }); download it first`,
+  };
 }
 
 /** The local file, fetching it first when the card names a hub file that is not here yet. */
@@ -41,7 +52,9 @@ export async function obtainModelFile(
   try {
     const dir = await ctx.downloads.ensure(card, shard, { signal });
     const path = ggufPath(dir, card);
-    return path ? { path } : { error: `the download of ${card.model_id} finished without its GGUF file ${card.gguf_file}` };
+    return path
+      ? { path }
+      : { error: `the download of ${card.model_id} finished without its GGUF file ${card.gguf_file}` };
   } catch (e) {
     if (e instanceof DownloadCancelled) return { error: `the download of ${card.model_id} was cancelled` };
     return { error: `download failed: ${(e as Error).message}` };

@@ -30,7 +30,11 @@ export function planWorker(state: ClusterState, nodeId: string, local: LocalRunn
   const here = new Map(local.map((r) => [r.runnerId, r]));
   for (const r of local) {
     if (!wanted.has(r.runnerId) && r.phase !== "stopping") {
-      actions.push({ kind: "stop", runnerId: r.runnerId, reason: `instance ${r.instanceId} is no longer placed` });
+      actions.push({
+        kind: "stop",
+        runnerId: r.runnerId,
+        reason: `instance ${r.instanceId} is no longer placed`,
+      });
     }
   }
   for (const [runnerId, w] of [...wanted.entries()].sort(([a], [b]) => a.localeCompare(b))) {

@@ -81,7 +81,11 @@ export class Worker implements Plane {
   /** Runs the plan against the current state. Synchronous: actions start work and return at once. */
   reconcile(): void {
     if (this.#stopped) return;
-    const local = this.runners().map((r) => ({ runnerId: r.runnerId, instanceId: r.instanceId, phase: r.phase }));
+    const local = this.runners().map((r) => ({
+      runnerId: r.runnerId,
+      instanceId: r.instanceId,
+      phase: r.phase,
+    }));
     for (const a of planWorker(this.#ctx.log.state, this.#ctx.nodeId, local)) this.#execute(a);
   }
 
@@ -112,7 +116,10 @@ export class Worker implements Plane {
     try {
       await this.#ctx.submit(makeEvent("RunnerStatusUpdated", { runnerId, runnerStatus: status }));
     } catch (e) {
-      log.warn("could not report runner {runnerId} status: {error}", { runnerId, error: (e as Error).message });
+      log.warn("could not report runner {runnerId} status: {error}", {
+        runnerId,
+        error: (e as Error).message,
+      });
     }
   }
 
@@ -120,7 +127,11 @@ export class Worker implements Plane {
     runner.phase = "failed";
     runner.failure = message;
     runner.baseUrl = null;
-    log.error("runner {runnerId} ({model}) failed: {message}", { runnerId: runner.runnerId, model: runner.modelId, message });
+    log.error("runner {runnerId} ({model}) failed: {message}", {
+      runnerId: runner.runnerId,
+      model: runner.modelId,
+      message,
+    });
     await this.#status(runner.runnerId, { RunnerFailed: { errorMessage: message } });
   }
 
@@ -138,24 +149,38 @@ export class Worker implements Plane {
     // Report first: a restarted node's state still says what its previous engine did.
     await this.#status(
       runner.runnerId,
-      role.kind === "donor" ? { RunnerConnecting: {} } : { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } },
+      role.kind === "donor"
+        ? { RunnerConnecting: {} }
+        : { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } },
     );
     if (role.kind === "donor") {
       const engines = await findEngines();
       if (!engines.rpcServer) {
-        return this.#fail(runner, "ggml-rpc-server was not found on this node: set SKULK_RPC_SERVER_BIN or run `skulk engine build`");
+        return this.#fail(
+          runner,
+          "ggml-rpc-server was not found on this node: set SKULK_RPC_SERVER_BIN or run `skulk engine build`",
+        );
       }
       // A donor holds no file: the driver sends it the tensors of its share over RPC.
       let engine: EngineProcess;
       try {
         engine = rpcServerProcess(
           { bin: engines.rpcServer, host: role.host, port: role.port },
-          sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port: role.port }),
+          sqliteRegistry(this.#ctx.store.db, {
+            instanceId: runner.instanceId,
+            runnerId: runner.runnerId,
+            port: role.port,
+          }),
         );
       } catch (e) {
         return this.#fail(runner, (e as Error).message);
       }
-      return this.#launch(runner, engine, null, `lends memory on ${role.host}:${role.port} to driver ${role.driverNode}`);
+      return this.#launch(
+        runner,
+        engine,
+        null,
+        `lends memory on ${role.host}:${role.port} to driver ${role.driverNode}`,
+      );
     }
     const prepared = await prepareEngine(
       card,
@@ -166,7 +191,12 @@ export class Worker implements Plane {
     );
     if ("error" in prepared) return this.#fail(runner, prepared.error);
     if (role.kind === "driver") {
-      const why = await waitForDonors(() => this.#ctx.log.state, runner.instanceId, role.donorRunners, () => this.#stopped || phase() !== "starting");
+      const why = await waitForDonors(
+        () => this.#ctx.log.state,
+        runner.instanceId,
+        role.donorRunners,
+        () => this.#stopped || phase() !== "starting",
+      );
       if (this.#stopped || phase() !== "starting") return;
       if (why) return this.#fail(runner, `the pool's driver did not start: ${why}`);
     }
@@ -174,15 +204,27 @@ export class Worker implements Plane {
     runner.engineKind = prepared.kind;
     runner.card = card;
     runner.command = prepared.command;
-    if (!prepared.process) return this.#ready(runner, null, `serves ${runner.modelId} with ${prepared.kind}, run per request`);
+    if (!prepared.process) {
+      return this.#ready(runner, null, `serves ${runner.modelId} with ${prepared.kind}, run per request`);
+    }
     const port = this.#ports.allocate();
-    const engine = prepared.process(port, sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }));
-    const what = role.kind === "driver" ? `drives ${runner.modelId} over ${role.endpoints.join(", ")}` : `serves ${runner.modelId} with ${prepared.kind}`;
+    const engine = prepared.process(
+      port,
+      sqliteRegistry(this.#ctx.store.db, { instanceId: runner.instanceId, runnerId: runner.runnerId, port }),
+    );
+    const what = role.kind === "driver"
+      ? `drives ${runner.modelId} over ${role.endpoints.join(", ")}`
+      : `serves ${runner.modelId} with ${prepared.kind}`;
     return this.#launch(runner, engine, port, `${what} on port ${port}`);
   }
 
   /** Starts a prepared engine and reports the runner ready, or failed with the engine's log tail. */
-  async #launch(runner: LocalRunner, engine: EngineProcess, port: number | null, what: string): Promise<void> {
+  async #launch(
+    runner: LocalRunner,
+    engine: EngineProcess,
+    port: number | null,
+    what: string,
+  ): Promise<void> {
     const phase = (): LocalPhase => runner.phase;
     const release = () => {
       if (port !== null) this.#ports.release(port);
@@ -192,14 +234,22 @@ export class Worker implements Plane {
     engine.onDeath((reason, tail) => {
       release();
       if (phase() === "stopping") return;
-      void this.#fail(runner, `${reason}\n--- last lines of the engine's log ---\n${tail.slice(-15).join("\n")}`);
+      void this.#fail(
+        runner,
+        `${reason}\n--- last lines of the engine's log ---\n${tail.slice(-15).join("\n")}`,
+      );
     });
     try {
       await engine.start();
     } catch (e) {
       release();
       if (phase() === "stopping") return;
-      return this.#fail(runner, e instanceof EngineFailed ? e.message : `${engine.spec.kind} failed to start: ${(e as Error).message}`);
+      return this.#fail(
+        runner,
+        e instanceof EngineFailed
+          ? e.message
+          : `${engine.spec.kind} failed to start: ${(e as Error).message}`,
+      );
     }
     if (phase() !== "starting") return void (await engine.stop(1000)); // stopped while loading
     await this.#ready(runner, port, what);
@@ -218,7 +268,8 @@ export class Worker implements Plane {
     runner.baseUrl = null;
     runner.abort.abort();
     // Requests still streaming from this engine end with this, not a bare connection error.
-    runner.failure ??= `the instance was stopped while serving (${reason}); a healed placement serves again shortly`;
+    runner.failure ??=
+      `the instance was stopped while serving (${reason}); a healed placement serves again shortly`;
     log.info("stopping runner {runnerId}: {reason}", { runnerId: runner.runnerId, reason });
     // A pool's engines hold nothing worth a graceful exit, and in-flight requests should fail fast.
     await runner.engine?.stop(runner.role === "single" ? 5000 : 1000);

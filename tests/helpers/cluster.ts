@@ -26,7 +26,11 @@ export function localCardWire(modelId: string, ggufPath: string, extra: Record<s
   };
 }
 
-export function singleNodeInstance(nodeId: string, card: { modelId: string }, contextTokenLimit = 2048): Extract<Instance, { MlxRingInstance: unknown }> {
+export function singleNodeInstance(
+  nodeId: string,
+  card: { modelId: string },
+  contextTokenLimit = 2048,
+): Extract<Instance, { MlxRingInstance: unknown }> {
   const runnerId = crypto.randomUUID();
   return {
     MlxRingInstance: {
@@ -60,7 +64,12 @@ export function singleNodeInstance(nodeId: string, card: { modelId: string }, co
 // deno-lint-ignore no-explicit-any
 export type WireState = Record<string, any>;
 
-export async function waitForState(url: string, pred: (s: WireState) => boolean, what: string, timeoutMs = 60_000): Promise<WireState> {
+export async function waitForState(
+  url: string,
+  pred: (s: WireState) => boolean,
+  what: string,
+  timeoutMs = 60_000,
+): Promise<WireState> {
   const deadline = Date.now() + timeoutMs;
   let last: WireState = {};
   while (Date.now() < deadline) {

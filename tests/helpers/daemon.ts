@@ -18,7 +18,11 @@ export interface CliResult {
 }
 
 /** Runs the skulk CLI to completion. */
-export async function skulk(args: string[], env: Record<string, string> = {}, cwd?: string): Promise<CliResult> {
+export async function skulk(
+  args: string[],
+  env: Record<string, string> = {},
+  cwd?: string,
+): Promise<CliResult> {
   const out = await new Deno.Command(DENO, {
     args: ["run", "-A", "--quiet", MAIN, ...args],
     env: { SKULK_LOG_FORMAT: "json", ...env },
@@ -59,7 +63,20 @@ export interface DaemonOptions {
 
 export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   const dataDir = opts.dataDir ?? tempDir();
-  const args = ["run", "-A", "--quiet", MAIN, "run", "--api-port", "0", "--api-host", "127.0.0.1", "--data-dir", dataDir, ...(opts.args ?? [])];
+  const args = [
+    "run",
+    "-A",
+    "--quiet",
+    MAIN,
+    "run",
+    "--api-port",
+    "0",
+    "--api-host",
+    "127.0.0.1",
+    "--data-dir",
+    dataDir,
+    ...(opts.args ?? []),
+  ];
   const child = new Deno.Command(opts.netns ? "ip" : DENO, {
     args: opts.netns ? ["netns", "exec", opts.netns, DENO, ...args] : args,
     env: { SKULK_LOG_FORMAT: "json", SKULK_LOG_LEVEL: "debug", ...opts.env },
@@ -77,12 +94,20 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   void pump(child.stdout, (t) => {
     stdout += t;
     const m = stdout.match(/skulk node (\S+) serving at (http:\/\/\S+)/);
-    if (m) ready.resolve({ nodeId: m[1], url: opts.urlHost ? m[2].replace(/\/\/[^:/]+/, `//${opts.urlHost}`) : m[2] });
+    if (m) {
+      ready.resolve({
+        nodeId: m[1],
+        url: opts.urlHost ? m[2].replace(/\/\/[^:/]+/, `//${opts.urlHost}`) : m[2],
+      });
+    }
   });
   void pump(child.stderr, (t) => (stderr += t));
   const exited = child.status;
   void exited.then((s) => ready.reject(new Error(`daemon exited with ${s.code} before serving:\n${stderr}`)));
-  const timeout = setTimeout(() => ready.reject(new Error(`daemon did not serve within ${opts.timeoutMs ?? 20000} ms:\n${stderr}`)), opts.timeoutMs ?? 20000);
+  const timeout = setTimeout(
+    () => ready.reject(new Error(`daemon did not serve within ${opts.timeoutMs ?? 20000} ms:\n${stderr}`)),
+    opts.timeoutMs ?? 20000,
+  );
   let info: { url: string; nodeId: string };
   try {
     info = await ready.promise;

@@ -16,14 +16,21 @@ afterAll(async () => {
 });
 
 async function node(args: string[] = []): Promise<Daemon> {
-  const d = await startDaemon({ args: ["--no-mdns", ...args], env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") } });
+  const d = await startDaemon({
+    args: ["--no-mdns", ...args],
+    env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") },
+  });
   running.push(d);
   return d;
 }
 
 async function chat(url: string): Promise<string> {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });
-  const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "Hello" }], max_tokens: 6 });
+  const r = await client.chat.completions.create({
+    model: MODEL,
+    messages: [{ role: "user", content: "Hello" }],
+    max_tokens: 6,
+  });
   return r.choices[0].message.content ?? "";
 }
 
@@ -44,12 +51,23 @@ describe("serving across the cluster", () => {
     const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
     const res = await fetch(`${c.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
     expect(res.status).toBe(200);
-    for (const u of urls) await waitForState(u, (s) => runnerTag(s, runnerId) === "RunnerReady", `the runner ready as seen by ${u}`);
+    for (const u of urls) {
+      await waitForState(
+        u,
+        (s) => runnerTag(s, runnerId) === "RunnerReady",
+        `the runner ready as seen by ${u}`,
+      );
+    }
 
     // Streamed through c to b and back; non-streamed through a.
     const streamed = await (await fetch(`${c.url}/v1/chat/completions`, {
       method: "POST",
-      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 6, stream: true }),
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 6,
+        stream: true,
+      }),
     })).text();
     expect(streamed).toMatch(/^: keep-alive\n\n: command_id /);
     expect(streamed.trimEnd().endsWith("data: [DONE]")).toBe(true);

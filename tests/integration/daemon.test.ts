@@ -5,7 +5,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 
-
 describe("a one-node daemon", () => {
   let node: Daemon;
   const dataDir = tempDir();
@@ -29,7 +28,9 @@ describe("a one-node daemon", () => {
     expect(health.headers.get("x-request-id")).toBeTruthy();
     const doc = await (await fetch(`${node.url}/api/openapi.json`)).json();
     expect(doc.openapi).toBe("3.1.0");
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(["/state", "/models", "/v1/models", "/node_id", "/v1/chat/completions"]));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining(["/state", "/models", "/v1/models", "/node_id", "/v1/chat/completions"]),
+    );
   });
 
   it("echoes a caller's request id", async () => {
@@ -40,7 +41,19 @@ describe("a one-node daemon", () => {
 
   it("serves /state in upstream's wire shape with this node's telemetry", async () => {
     const state = await (await fetch(`${node.url}/state`)).json();
-    for (const key of ["instances", "runners", "downloads", "tasks", "lastSeen", "nodeIdentities", "nodeMemory", "nodeHealth", "lastEventAppliedIdx"]) {
+    for (
+      const key of [
+        "instances",
+        "runners",
+        "downloads",
+        "tasks",
+        "lastSeen",
+        "nodeIdentities",
+        "nodeMemory",
+        "nodeHealth",
+        "lastEventAppliedIdx",
+      ]
+    ) {
       expect(state).toHaveProperty(key);
     }
     expect(Object.keys(state.lastSeen)).toEqual([node.nodeId]);
@@ -55,7 +68,12 @@ describe("a one-node daemon", () => {
     expect(list.object).toBe("list");
     expect(list.data.length).toBeGreaterThan(100);
     const llama = list.data.find((m: { id: string }) => m.id === "unsloth/Llama-3.2-1B-Instruct-GGUF");
-    expect(llama).toMatchObject({ object: "model", owned_by: "skulk", context_length: 131072, quantization: "Q4_K_M" });
+    expect(llama).toMatchObject({
+      object: "model",
+      owned_by: "skulk",
+      context_length: 131072,
+      quantization: "Q4_K_M",
+    });
     expect(llama.resolved_capabilities.family).toBe("llama");
     const bad = await fetch(`${node.url}/models?status=everything`);
     expect(bad.status).toBe(400);
@@ -66,14 +84,26 @@ describe("a one-node daemon", () => {
     const missing = await fetch(`${node.url}/no/such/route`);
     expect(missing.status).toBe(404);
     expect(await missing.json()).toEqual({
-      error: { message: expect.stringContaining("/no/such/route"), type: "Not Found", param: null, code: 404 },
+      error: {
+        message: expect.stringContaining("/no/such/route"),
+        type: "Not Found",
+        param: null,
+        code: 404,
+      },
     });
-    const malformed = await fetch(`${node.url}/instance`, { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" });
+    const malformed = await fetch(`${node.url}/instance`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "{not json",
+    });
     expect(malformed.status).toBe(400);
     const env = await malformed.json();
     expect(env.error.message).toMatch(/not valid JSON/);
     expect(env.error.code).toBe(400);
-    const wrongShape = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance: { Nope: {} } }) });
+    const wrongShape = await fetch(`${node.url}/instance`, {
+      method: "POST",
+      body: JSON.stringify({ instance: { Nope: {} } }),
+    });
     expect(wrongShape.status).toBe(400);
     expect((await wrongShape.json()).error.message).toMatch(/instance/);
   });
@@ -91,7 +121,13 @@ describe("a one-node daemon", () => {
     expect(JSON.parse(sel.stdout)).toEqual([{ id: node.nodeId, friendly_name: expect.any(String) }]);
     const table = await skulk(["sql", "--data-dir", dataDir, "SELECT count(*) AS n FROM nodes"]);
     expect(table.stdout).toMatch(/^n\s*\n-+\n1\s*\n\(1 row\)/m);
-    const before = await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT name, sql FROM sqlite_master ORDER BY name"]);
+    const before = await skulk([
+      "sql",
+      "--data-dir",
+      dataDir,
+      "--json",
+      "SELECT name, sql FROM sqlite_master ORDER BY name",
+    ]);
     for (
       const stmt of [
         "INSERT INTO nodes (id, friendly_name, version, first_seen, last_seen) VALUES ('x','x','x','x','x')",
@@ -107,9 +143,21 @@ describe("a one-node daemon", () => {
       expect(r.code, stmt).toBe(2);
       expect(r.stderr, stmt).toMatch(/skulk: sql: /);
     }
-    const after = await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT id, friendly_name FROM nodes"]);
+    const after = await skulk([
+      "sql",
+      "--data-dir",
+      dataDir,
+      "--json",
+      "SELECT id, friendly_name FROM nodes",
+    ]);
     expect(JSON.parse(after.stdout)).toEqual(JSON.parse(sel.stdout));
-    const schemaAfter = await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT name, sql FROM sqlite_master ORDER BY name"]);
+    const schemaAfter = await skulk([
+      "sql",
+      "--data-dir",
+      dataDir,
+      "--json",
+      "SELECT name, sql FROM sqlite_master ORDER BY name",
+    ]);
     expect(schemaAfter.stdout).toBe(before.stdout);
     await expect(Deno.stat("/tmp/skulk-attach-test.db")).rejects.toThrow();
   });
@@ -119,13 +167,18 @@ describe("restarts and configuration", () => {
   it("keeps the node id and the rows across a restart, and shuts down cleanly on SIGTERM", async () => {
     const dataDir = tempDir();
     const first = await startDaemon({ dataDir });
-    const firstSeen = JSON.parse((await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT first_seen FROM nodes"])).stdout)[0].first_seen;
+    const firstSeen = JSON.parse(
+      (await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT first_seen FROM nodes"])).stdout,
+    )[0].first_seen;
     expect(await first.stop()).toBe(0);
     await expect(Deno.stat(`${dataDir}/daemon.lock`)).rejects.toThrow(); // released on clean shutdown
     const second = await startDaemon({ dataDir });
     try {
       expect(second.nodeId).toBe(first.nodeId);
-      const rows = JSON.parse((await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT id, first_seen, last_seen FROM nodes"])).stdout);
+      const rows = JSON.parse(
+        (await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT id, first_seen, last_seen FROM nodes"]))
+          .stdout,
+      );
       expect(rows).toHaveLength(1);
       expect(rows[0].first_seen).toBe(firstSeen);
       expect(rows[0].last_seen >= firstSeen).toBe(true);

@@ -11,7 +11,13 @@ import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } 
 const MODEL = "skulk-test/tiny-llama";
 
 async function enginePids(dataDir: string): Promise<number[]> {
-  const r = await skulk(["sql", "--data-dir", dataDir, "--json", "SELECT pid FROM engine_processes WHERE kind = 'llama-server'"]);
+  const r = await skulk([
+    "sql",
+    "--data-dir",
+    dataDir,
+    "--json",
+    "SELECT pid FROM engine_processes WHERE kind = 'llama-server'",
+  ]);
   return (JSON.parse(r.stdout) as { pid: number }[]).map((x) => x.pid);
 }
 
@@ -42,7 +48,11 @@ describe("serving a tiny model on one node", () => {
   });
 
   it("answers a chat completion through the openai client", async () => {
-    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "Hello there" }], max_tokens: 12 });
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "Hello there" }],
+      max_tokens: 12,
+    });
     expect(r.model).toBe(MODEL);
     expect(r.choices[0].message.role).toBe("assistant");
     expect((r.choices[0].message.content ?? "").length).toBeGreaterThan(0);
@@ -50,7 +60,12 @@ describe("serving a tiny model on one node", () => {
   });
 
   it("streams a chat completion in upstream's SSE framing", async () => {
-    const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "Tell me a story" }], max_tokens: 16, stream: true });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "Tell me a story" }],
+      max_tokens: 16,
+      stream: true,
+    });
     let text = "";
     let finish: string | null = null;
     for await (const chunk of stream) {
@@ -62,7 +77,12 @@ describe("serving a tiny model on one node", () => {
 
     const raw = await (await fetch(`${node.url}/v1/chat/completions`, {
       method: "POST",
-      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 8, stream: true }),
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 8,
+        stream: true,
+      }),
     })).text();
     const events = raw.split("\n\n").filter(Boolean);
     expect(events[1]).toMatch(/^: command_id [0-9a-f-]{36}$/);
@@ -76,7 +96,12 @@ describe("serving a tiny model on one node", () => {
 
   it("serves several streams at once", async () => {
     const runs = await Promise.all([0, 1, 2].map(async (i) => {
-      const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `Count ${i}` }], max_tokens: 10, stream: true });
+      const s = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: `Count ${i}` }],
+        max_tokens: 10,
+        stream: true,
+      });
       let n = 0;
       for await (const c of s) if (c.choices[0]?.delta?.content) n++;
       return n;
@@ -90,13 +115,26 @@ describe("serving a tiny model on one node", () => {
   });
 
   it("refuses bad requests with a 4xx that says what is wrong", async () => {
-    const post = (body: unknown) => fetch(`${node.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(body) });
+    const post = (body: unknown) =>
+      fetch(`${node.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify(body) });
     const cases: [unknown, number, RegExp][] = [
       [{ model: MODEL, messages: [] }, 400, /messages: must not be empty/],
-      [{ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 0 }, 400, /max_tokens: must be a positive integer/],
-      [{ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 5000 }, 400, /^context_length_exceeded: max_tokens \(5000\)/],
+      [
+        { model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 0 },
+        400,
+        /max_tokens: must be a positive integer/,
+      ],
+      [
+        { model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 5000 },
+        400,
+        /^context_length_exceeded: max_tokens \(5000\)/,
+      ],
       [{ model: MODEL, messages: [{ role: "user", content: "" }] }, 400, /every message is empty/],
-      [{ model: "nobody/placed-this", messages: [{ role: "user", content: "x" }] }, 404, /^No instance found for model nobody\/placed-this$/],
+      [
+        { model: "nobody/placed-this", messages: [{ role: "user", content: "x" }] },
+        404,
+        /^No instance found for model nobody\/placed-this$/,
+      ],
       [{ messages: [{ role: "user", content: "x" }] }, 400, /model/],
     ];
     for (const [body, status, msg] of cases) {
@@ -105,16 +143,36 @@ describe("serving a tiny model on one node", () => {
       expect(res.status, JSON.stringify(body)).toBe(status);
       expect(env.error.message, JSON.stringify(body)).toMatch(msg);
     }
-    await expect(client.chat.completions.create({ model: "nobody/placed-this", messages: [{ role: "user", content: "x" }] })).rejects.toThrow(/No instance found/);
+    await expect(
+      client.chat.completions.create({
+        model: "nobody/placed-this",
+        messages: [{ role: "user", content: "x" }],
+      }),
+    ).rejects.toThrow(/No instance found/);
   });
 
   it("stops generation at the engine when the client disconnects", async () => {
     const [pid] = await enginePids(node.dataDir);
-    const port = Number(JSON.parse((await skulk(["sql", "--data-dir", node.dataDir, "--json", `SELECT port FROM engine_processes WHERE pid = ${pid}`])).stdout)[0].port);
+    const port = Number(
+      JSON.parse(
+        (await skulk([
+          "sql",
+          "--data-dir",
+          node.dataDir,
+          "--json",
+          `SELECT port FROM engine_processes WHERE pid = ${pid}`,
+        ])).stdout,
+      )[0].port,
+    );
     const abort = new AbortController();
     const res = await fetch(`${node.url}/v1/chat/completions`, {
       method: "POST",
-      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Go on forever" }], max_tokens: 1500, stream: true }),
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "Go on forever" }],
+        max_tokens: 1500,
+        stream: true,
+      }),
       signal: abort.signal,
     });
     const reader = res.body!.getReader();
@@ -124,7 +182,10 @@ describe("serving a tiny model on one node", () => {
     // The engine's slot becomes idle well before 1500 tokens would be done.
     let busy = true;
     for (let i = 0; i < 100 && busy; i++) {
-      const slots = await (await fetch(`http://127.0.0.1:${port}/slots`)).json() as { is_processing: boolean; next_token?: { n_decoded?: number }[] }[];
+      const slots = await (await fetch(`http://127.0.0.1:${port}/slots`)).json() as {
+        is_processing: boolean;
+        next_token?: { n_decoded?: number }[];
+      }[];
       busy = slots.some((s) => s.is_processing);
       if (busy) await new Promise((r) => setTimeout(r, 50));
     }
@@ -135,11 +196,19 @@ describe("serving a tiny model on one node", () => {
     const [pid] = await enginePids(node.dataDir);
     expect(pidAlive(pid)).toBe(true);
     Deno.kill(pid, "SIGKILL");
-    const s = await waitForState(node.url, (st) => runnerTag(st, placed.runnerId) === "RunnerFailed", "the runner to fail", 10_000);
+    const s = await waitForState(
+      node.url,
+      (st) => runnerTag(st, placed.runnerId) === "RunnerFailed",
+      "the runner to fail",
+      10_000,
+    );
     const msg: string = s.runners[placed.runnerId].RunnerFailed.errorMessage;
     expect(msg).toMatch(/llama-server was killed by SIGKILL/);
     expect(msg).toMatch(/last lines of the engine's log/);
-    const res = await fetch(`${node.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }] }) });
+    const res = await fetch(`${node.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "x" }] }),
+    });
     expect(res.status).toBe(503);
     expect((await res.json()).error.message).toMatch(/killed by SIGKILL/);
   });
@@ -149,10 +218,22 @@ describe("serving a tiny model on one node", () => {
     const [pid] = await enginePids(node.dataDir);
     const del = await fetch(`${node.url}/instance/${fresh.instanceId}`, { method: "DELETE" });
     expect(del.status).toBe(200);
-    await waitForState(node.url, (s) => !s.instances[fresh.instanceId] && !s.runners[fresh.runnerId], "the instance to go");
+    await waitForState(
+      node.url,
+      (s) => !s.instances[fresh.instanceId] && !s.runners[fresh.runnerId],
+      "the instance to go",
+    );
     for (let i = 0; i < 100 && pidAlive(pid); i++) await new Promise((r) => setTimeout(r, 50));
     expect(pidAlive(pid)).toBe(false);
-    const hist = JSON.parse((await skulk(["sql", "--data-dir", node.dataDir, "--json", `SELECT outcome, deleted_at FROM instances WHERE id = '${fresh.instanceId}'`])).stdout);
+    const hist = JSON.parse(
+      (await skulk([
+        "sql",
+        "--data-dir",
+        node.dataDir,
+        "--json",
+        `SELECT outcome, deleted_at FROM instances WHERE id = '${fresh.instanceId}'`,
+      ])).stdout,
+    );
     expect(hist).toEqual([{ outcome: "deleted", deleted_at: expect.any(String) }]);
     expect((await fetch(`${node.url}/instance/${fresh.instanceId}`)).status).toBe(404);
     expect((await fetch(`${node.url}/instance/${fresh.instanceId}`, { method: "DELETE" })).status).toBe(404);
@@ -164,17 +245,28 @@ describe("an embedding model", () => {
     const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
     const node = await startDaemon({ env });
     try {
-      const card = localCardWire("skulk-test/tiny-embed", await tinyModel({ pooling: "mean" }), { tasks: ["TextEmbedding"], capabilities: ["embedding"] });
+      const card = localCardWire("skulk-test/tiny-embed", await tinyModel({ pooling: "mean" }), {
+        tasks: ["TextEmbedding"],
+        capabilities: ["embedding"],
+      });
       const instance = singleNodeInstance(node.nodeId, card);
       const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-      expect((await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) })).status).toBe(200);
+      expect(
+        (await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) })).status,
+      ).toBe(200);
       await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the embedding runner");
       const client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: "unused", maxRetries: 0 });
-      const r = await client.embeddings.create({ model: "skulk-test/tiny-embed", input: ["a fox", "a hound"] });
+      const r = await client.embeddings.create({
+        model: "skulk-test/tiny-embed",
+        input: ["a fox", "a hound"],
+      });
       expect(r.data).toHaveLength(2);
       expect(r.data[0].embedding).toHaveLength(64);
       expect(r.data[0].embedding).not.toEqual(r.data[1].embedding);
-      const wrong = await fetch(`${node.url}/v1/embeddings`, { method: "POST", body: JSON.stringify({ model: "unsloth/Llama-3.2-1B-Instruct-GGUF", input: "x" }) });
+      const wrong = await fetch(`${node.url}/v1/embeddings`, {
+        method: "POST",
+        body: JSON.stringify({ model: "unsloth/Llama-3.2-1B-Instruct-GGUF", input: "x" }),
+      });
       expect(wrong.status).toBe(400);
       expect((await wrong.json()).error.message).toMatch(/not an embedding model/);
     } finally {
@@ -195,10 +287,17 @@ describe("a crashed daemon", () => {
     const second = await startDaemon({ dataDir, env });
     try {
       expect(pidAlive(orphan)).toBe(false);
-      await waitForState(second.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the placement to serve again");
+      await waitForState(
+        second.url,
+        (s) => runnerTag(s, runnerId) === "RunnerReady",
+        "the placement to serve again",
+      );
       const [fresh] = await enginePids(dataDir);
       expect(fresh).not.toBe(orphan);
-      const r = await fetch(`${second.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }) });
+      const r = await fetch(`${second.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }),
+      });
       expect(r.status).toBe(200);
     } finally {
       await second.stop();

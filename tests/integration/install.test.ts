@@ -19,7 +19,10 @@ function launcher(): string {
   const path = `${dir}/skulk-bin`;
   // Keep Deno's cache where it is, though the installer runs under another HOME.
   const denoDir = Deno.env.get("DENO_DIR") ?? `${Deno.env.get("HOME")}/.cache/deno`;
-  Deno.writeTextFileSync(path, `#!/bin/sh\nDENO_DIR="${denoDir}" exec "${DENO}" run -A --quiet "${MAIN}" "$@"\n`);
+  Deno.writeTextFileSync(
+    path,
+    `#!/bin/sh\nDENO_DIR="${denoDir}" exec "${DENO}" run -A --quiet "${MAIN}" "$@"\n`,
+  );
   Deno.chmodSync(path, 0o755);
   return path;
 }
@@ -41,14 +44,22 @@ describe("install.sh", () => {
     expect(unit).toContain(`ExecStart=${prefix}/bin/skulk run`);
     expect(unit).toContain("RestartForceExitStatus=75");
     // The packaged unit is the same unit, with the package's path.
-    expect(unit.replace(`${prefix}/bin/skulk`, "/usr/bin/skulk")).toBe(Deno.readTextFileSync(`${ROOT}packaging/skulk.service`));
+    expect(unit.replace(`${prefix}/bin/skulk`, "/usr/bin/skulk")).toBe(
+      Deno.readTextFileSync(`${ROOT}packaging/skulk.service`),
+    );
   });
 
   it("refuses unknown options and a missing file clearly", async () => {
     const bad = await run("sh", [`${ROOT}install.sh`, "--frobnicate"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/unknown option '--frobnicate'/);
-    const missing = await run("sh", [`${ROOT}install.sh`, "--from", "/nonexistent/skulk", "--prefix", tempDir()]);
+    const missing = await run("sh", [
+      `${ROOT}install.sh`,
+      "--from",
+      "/nonexistent/skulk",
+      "--prefix",
+      tempDir(),
+    ]);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/no such file/);
   });

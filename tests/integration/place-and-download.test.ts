@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.ts";
+import { type FakeHub, startFakeHub } from "../helpers/fake-hub.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { runnerTag, waitForState } from "../helpers/cluster.ts";
 
@@ -21,7 +21,9 @@ describe("placing a hub model", () => {
     const repo = tempDir("hub-repo-");
     await Deno.copyFile(await tinyModel(), `${repo}/${FILE}`);
     hub = await startFakeHub({ repos: { [MODEL]: repo } });
-    node = await startDaemon({ env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), HF_ENDPOINT: hub.url } });
+    node = await startDaemon({
+      env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), HF_ENDPOINT: hub.url },
+    });
   });
   afterAll(async () => {
     await node?.stop();
@@ -29,20 +31,34 @@ describe("placing a hub model", () => {
   });
 
   it("downloads on the driver, then serves", async () => {
-    const res = await fetch(`${node.url}/place_instance`, { method: "POST", body: JSON.stringify({ model_id: MODEL }) });
+    const res = await fetch(`${node.url}/place_instance`, {
+      method: "POST",
+      body: JSON.stringify({ model_id: MODEL }),
+    });
     expect(res.status).toBe(200);
     const { instance_id } = await res.json();
-    const s = await waitForState(node.url, (st) => {
-      const inst = st.instances[instance_id];
-      if (!inst) return false;
-      const runner = Object.values(inst.MlxRingInstance.shardAssignments.nodeToRunner)[0] as string;
-      return runnerTag(st, runner) === "RunnerReady";
-    }, "the downloaded model to serve", 90_000);
-    const done = (s.downloads[node.nodeId] ?? []).find((p: Record<string, unknown>) => "DownloadCompleted" in p);
+    const s = await waitForState(
+      node.url,
+      (st) => {
+        const inst = st.instances[instance_id];
+        if (!inst) return false;
+        const runner = Object.values(inst.MlxRingInstance.shardAssignments.nodeToRunner)[0] as string;
+        return runnerTag(st, runner) === "RunnerReady";
+      },
+      "the downloaded model to serve",
+      90_000,
+    );
+    const done = (s.downloads[node.nodeId] ?? []).find((p: Record<string, unknown>) =>
+      "DownloadCompleted" in p
+    );
     expect(done).toBeDefined();
     expect(hub.requests.some((r) => r.path.endsWith(`/resolve/main/${FILE}`) && r.status < 300)).toBe(true);
-    await expect(Deno.stat(`${node.dataDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF/${FILE}`)).resolves.toBeTruthy();
-    const chat = await fetch(`${node.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 6 }) });
+    await expect(Deno.stat(`${node.dataDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF/${FILE}`)).resolves
+      .toBeTruthy();
+    const chat = await fetch(`${node.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 6 }),
+    });
     expect(chat.status).toBe(200);
     expect((await chat.json()).choices[0].message.content.length).toBeGreaterThan(0);
     expect((await fetch(`${node.url}/instance/${instance_id}`, { method: "DELETE" })).status).toBe(200);
@@ -52,8 +68,15 @@ describe("placing a hub model", () => {
   it("cancels an in-flight download when the placement is torn down", async () => {
     await Deno.remove(`${node.dataDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF`, { recursive: true });
     hub.always(`${MODEL}/${FILE}`, { kind: "slow", bytesPerSecond: 200_000 });
-    const { instance_id } = await (await fetch(`${node.url}/place_instance`, { method: "POST", body: JSON.stringify({ model_id: MODEL }) })).json();
-    await waitForState(node.url, (st) => (st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadOngoing" in p), "the download to start");
+    const { instance_id } = await (await fetch(`${node.url}/place_instance`, {
+      method: "POST",
+      body: JSON.stringify({ model_id: MODEL }),
+    })).json();
+    await waitForState(
+      node.url,
+      (st) => (st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadOngoing" in p),
+      "the download to start",
+    );
     expect((await fetch(`${node.url}/instance/${instance_id}`, { method: "DELETE" })).status).toBe(200);
     const dir = `${node.dataDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF`;
     // The partial stays for a later resume; the final file never appears; nothing is left downloading.
@@ -63,16 +86,23 @@ describe("placing a hub model", () => {
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(partial).toBe(true);
-    await waitForState(node.url, (st) =>
-      !(st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadOngoing" in p), "the download to stop");
+    await waitForState(
+      node.url,
+      (st) => !(st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadOngoing" in p),
+      "the download to stop",
+    );
     await expect(Deno.stat(`${dir}/${FILE}`)).rejects.toThrow();
     // The partial's lock was released: a later download resumes it from where it stopped.
     hub.always(`${MODEL}/${FILE}`, null);
     const before = hub.requests.length;
     const again = await fetch(`${node.url}/store/models/${MODEL}/download`, { method: "POST", body: "{}" });
     expect(again.status).toBeLessThan(300);
-    await waitForState(node.url, (st) =>
-      (st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadCompleted" in p), "the resumed download to finish");
+    await waitForState(
+      node.url,
+      (st) =>
+        (st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadCompleted" in p),
+      "the resumed download to finish",
+    );
     const resumed = hub.requests.slice(before).find((r) => r.path.endsWith(FILE) && r.range);
     expect(resumed?.range).toMatch(/^bytes=[1-9]\d*-/);
   });

@@ -114,7 +114,9 @@ describe("placement routes on a real node", () => {
     const pool = await post({ model_id: "local/tiny-placement", min_nodes: 2 });
     expect(pool.status).toBe(400);
     // A local GGUF may be pooled, but one node cannot make a pool of two.
-    expect((await pool.json()).error.message).toMatch(/no pool is possible: [01] node\(s\) can join an RPC pool/);
+    expect((await pool.json()).error.message).toMatch(
+      /no pool is possible: [01] node\(s\) can join an RPC pool/,
+    );
     const bad = await post({ model_id: "local/tiny-placement", sharding: "Diagonal" });
     expect(bad.status).toBe(400);
 

@@ -127,16 +127,26 @@ describe("reading resolveConfig's problem lines", () => {
 describe("credentials in skulk.yaml", () => {
   it("are never shown back and survive a PUT that leaves them out", async () => {
     const { redact, mergeWithFile } = await import("../../src/config/edit.ts");
-    const onDisk = { api: { port: 1, key: "0123456789abcdef-hidden" }, cluster: { secret: "s3cret-hidden", namespace: "x" }, hf_token: "hf_x" };
+    const onDisk = {
+      api: { port: 1, key: "0123456789abcdef-hidden" },
+      cluster: { secret: "s3cret-hidden", namespace: "x" },
+      hf_token: "hf_x",
+    };
     const shown = redact(onDisk);
     expect(JSON.stringify(shown)).not.toContain("hidden");
     expect(JSON.stringify(shown)).not.toContain("hf_x");
     expect(shown).toEqual({ api: { port: 1 }, cluster: { namespace: "x" } });
     const merged = mergeWithFile({ api: { port: 2 }, cluster: { namespace: "y" } }, onDisk);
-    expect(merged).toEqual({ api: { port: 2, key: "0123456789abcdef-hidden" }, cluster: { namespace: "y", secret: "s3cret-hidden" }, hf_token: "hf_x" });
+    expect(merged).toEqual({
+      api: { port: 2, key: "0123456789abcdef-hidden" },
+      cluster: { namespace: "y", secret: "s3cret-hidden" },
+      hf_token: "hf_x",
+    });
   });
   it("are not echoed in a validation error", async () => {
     const { resolveConfig } = await import("../../src/config/load.ts");
-    expect(() => resolveConfig({ flags: {}, env: { SKULK_API_KEY: "short-hidden" } })).toThrowError(/api\.key \(from SKULK_API_KEY = "\(hidden\)"\)/);
+    expect(() => resolveConfig({ flags: {}, env: { SKULK_API_KEY: "short-hidden" } })).toThrowError(
+      /api\.key \(from SKULK_API_KEY = "\(hidden\)"\)/,
+    );
   });
 });

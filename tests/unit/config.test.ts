@@ -38,12 +38,18 @@ describe("config resolution", () => {
   });
 
   it("rejects unknown skulk.yaml sections and accepts upstream ones", () => {
-    expect(() => resolveConfig({ ...base, yaml: { model_store: { enabled: false }, tracing: {} } })).not.toThrow();
-    expect(() => resolveConfig({ ...base, yaml: { apii: { port: 1 } } })).toThrowError(/apii.*unknown section/);
+    expect(() => resolveConfig({ ...base, yaml: { model_store: { enabled: false }, tracing: {} } })).not
+      .toThrow();
+    expect(() => resolveConfig({ ...base, yaml: { apii: { port: 1 } } })).toThrowError(
+      /apii.*unknown section/,
+    );
   });
 
   it("parses peers and booleans from the environment", () => {
-    const { config } = resolveConfig({ ...base, env: { SKULK_PEERS: "10.0.0.2:52415, b:1", SKULK_WORKER: "false" } });
+    const { config } = resolveConfig({
+      ...base,
+      env: { SKULK_PEERS: "10.0.0.2:52415, b:1", SKULK_WORKER: "false" },
+    });
     expect(config.peers).toEqual(["10.0.0.2:52415", "b:1"]);
     expect(config.worker).toBe(false);
     expect(() => resolveConfig({ ...base, env: { SKULK_PEERS: "nohost" } })).toThrowError(/cluster.peers/);

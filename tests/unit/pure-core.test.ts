@@ -10,19 +10,21 @@ import { checkReadOnly, ReadOnlyRefusal, splitStatements } from "../../src/store
 import { planWorker } from "../../src/worker/plan.ts";
 
 function instance(id: string, model: string, nodes: Record<string, string>): Instance {
-  const shards = Object.fromEntries(Object.values(nodes).map((runner, i) => [runner, {
-    PipelineShardMetadata: {
-      modelCard: { modelId: model },
-      deviceRank: i,
-      worldSize: Object.keys(nodes).length,
-      resolvedBackend: "llama_cpp-cpu",
-      immediateException: false,
-      shouldTimeout: null,
-      startLayer: 0,
-      endLayer: 4,
-      nLayers: 4,
-    },
-  }]));
+  const shards = Object.fromEntries(
+    Object.values(nodes).map((runner, i) => [runner, {
+      PipelineShardMetadata: {
+        modelCard: { modelId: model },
+        deviceRank: i,
+        worldSize: Object.keys(nodes).length,
+        resolvedBackend: "llama_cpp-cpu",
+        immediateException: false,
+        shouldTimeout: null,
+        startLayer: 0,
+        endLayer: 4,
+        nLayers: 4,
+      },
+    }]),
+  );
   return {
     MlxRingInstance: {
       instanceId: id,
@@ -47,7 +49,11 @@ describe("the reducer", () => {
     expect(Object.keys(s1.instances)).toEqual(["i1"]);
     expect(s1.runners).toEqual({ r1: { RunnerReady: {} } }); // a runner of no live instance is ignored
     expect(s1.lastEventAppliedIdx).toBe(2);
-    const s2 = apply(s1, { idx: 3, session: "m/0", event: makeEvent("InstanceDeleted", { instanceId: "i1" }) });
+    const s2 = apply(s1, {
+      idx: 3,
+      session: "m/0",
+      event: makeEvent("InstanceDeleted", { instanceId: "i1" }),
+    });
     expect(s2.instances).toEqual({});
     expect(s2.runners).toEqual({});
     expect(s1.instances.i1).toBeDefined(); // the old state is untouched
@@ -63,11 +69,16 @@ describe("the reducer", () => {
   });
 
   it("refuses an index out of order", () => {
-    expect(() => apply(emptyState(), { idx: 1, session: "m/0", event: makeEvent("TestEvent") })).toThrowError(OutOfOrderEvent);
+    expect(() => apply(emptyState(), { idx: 1, session: "m/0", event: makeEvent("TestEvent") })).toThrowError(
+      OutOfOrderEvent,
+    );
   });
 
   it("is deterministic: the same events give the same state", () => {
-    const evs = [makeEvent("InstanceCreated", { instance: instance("a", "m", { n1: "r1" }) }), makeEvent("TracingStateChanged", { enabled: true })];
+    const evs = [
+      makeEvent("InstanceCreated", { instance: instance("a", "m", { n1: "r1" }) }),
+      makeEvent("TracingStateChanged", { enabled: true }),
+    ];
     expect(fold(evs)).toEqual(fold(evs));
   });
 });
@@ -94,7 +105,7 @@ describe("the read-only SQL guard", () => {
     expect(() => checkReadOnly(sql)).toThrowError(why);
   });
   it("splits on semicolons outside strings and comments only", () => {
-    expect(splitStatements("select 'a;b'; /* ; */ select \"c;\"")).toEqual(["select 'a;b'", "select \"c;\""]);
+    expect(splitStatements("select 'a;b'; /* ; */ select \"c;\"")).toEqual(["select 'a;b'", 'select "c;"']);
   });
 });
 
@@ -113,7 +124,8 @@ describe("node identity", () => {
 });
 
 describe("the chat stream translator", () => {
-  const drain = (t: ChatStreamTranslator, payloads: string[]) => t.head() + payloads.map((p) => t.push(p)).join("") + t.end();
+  const drain = (t: ChatStreamTranslator, payloads: string[]) =>
+    t.head() + payloads.map((p) => t.push(p)).join("") + t.end();
   const events = (sse: string) => sse.split("\n\n").filter(Boolean);
 
   it("frames content with the command id and usage on the final chunk", () => {
@@ -122,7 +134,11 @@ describe("the chat stream translator", () => {
       JSON.stringify({ choices: [{ index: 0, delta: { role: "assistant", content: null } }] }),
       JSON.stringify({ choices: [{ index: 0, delta: { content: "Hel" } }] }),
       JSON.stringify({ choices: [{ index: 0, delta: { content: "lo" }, finish_reason: "length" }] }),
-      JSON.stringify({ choices: [], usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 }, timings: { predicted_per_second: 50 } }),
+      JSON.stringify({
+        choices: [],
+        usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+        timings: { predicted_per_second: 50 },
+      }),
       "[DONE]",
     ]);
     const ev = events(out);
@@ -130,7 +146,8 @@ describe("the chat stream translator", () => {
     expect(ev[1]).toBe(": command_id cmd-1");
     const chunks = ev.filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)));
     expect(chunks.map((c) => c.choices[0].delta.content)).toEqual(["Hel", "lo", ""]);
-    expect(chunks.every((c) => c.id === "cmd-1" && c.object === "chat.completion" && c.model === "my/model")).toBe(true);
+    expect(chunks.every((c) => c.id === "cmd-1" && c.object === "chat.completion" && c.model === "my/model"))
+      .toBe(true);
     expect(chunks.at(-1).choices[0].finish_reason).toBe("length");
     expect(chunks.at(-1).usage.total_tokens).toBe(5);
     expect(ev.some((e) => e.startsWith(": generation_stats"))).toBe(true);
@@ -140,15 +157,33 @@ describe("the chat stream translator", () => {
   it("sends each tool call whole in one delta", () => {
     const t = new ChatStreamTranslator("c", "m");
     const out = drain(t, [
-      JSON.stringify({ choices: [{ delta: { tool_calls: [{ index: 0, id: "call_a", function: { name: "get_weather", arguments: "" } }] } }] }),
-      JSON.stringify({ choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: "{\"city\":" } }] } }] }),
-      JSON.stringify({ choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: "\"Oslo\"}" } }] }, finish_reason: "tool_calls" }] }),
+      JSON.stringify({
+        choices: [{
+          delta: {
+            tool_calls: [{ index: 0, id: "call_a", function: { name: "get_weather", arguments: "" } }],
+          },
+        }],
+      }),
+      JSON.stringify({
+        choices: [{ delta: { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] } }],
+      }),
+      JSON.stringify({
+        choices: [{
+          delta: { tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] },
+          finish_reason: "tool_calls",
+        }],
+      }),
     ]);
     const chunks = events(out).filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)));
     expect(chunks).toHaveLength(1);
     expect(chunks[0].choices[0].finish_reason).toBe("tool_calls");
     expect(chunks[0].choices[0].delta.tool_calls).toEqual([
-      { id: "call_a", index: 0, type: "function", function: { id: "call_a", name: "get_weather", arguments: "{\"city\":\"Oslo\"}" } },
+      {
+        id: "call_a",
+        index: 0,
+        type: "function",
+        function: { id: "call_a", name: "get_weather", arguments: '{"city":"Oslo"}' },
+      },
     ]);
   });
 
@@ -163,8 +198,8 @@ describe("the chat stream translator", () => {
   it("reassembles SSE lines split across network chunks", () => {
     const r = new SseLineReader();
     const enc = new TextEncoder();
-    expect(r.push(enc.encode("data: {\"a\":"))).toEqual([]);
-    expect(r.push(enc.encode("1}\n\ndata: [DONE]\n"))).toEqual(["{\"a\":1}", "[DONE]"]);
+    expect(r.push(enc.encode('data: {"a":'))).toEqual([]);
+    expect(r.push(enc.encode("1}\n\ndata: [DONE]\n"))).toEqual(['{"a":1}', "[DONE]"]);
   });
 });
 
@@ -175,20 +210,31 @@ describe("request routing", () => {
     makeEvent("RunnerStatusUpdated", { runnerId: "r2", runnerStatus: { RunnerReady: {} } }),
   ]);
   it("404s a model with no instance", () => {
-    expect(resolveTarget(s, "other", "n1")).toEqual({ ok: false, status: 404, message: "No instance found for model other" });
+    expect(resolveTarget(s, "other", "n1")).toEqual({
+      ok: false,
+      status: 404,
+      message: "No instance found for model other",
+    });
   });
   it("picks a ready instance, even on another node", () => {
     const r = resolveTarget(s, "m", "n1");
     expect(r).toMatchObject({ ok: true, target: { instanceId: "i2", driverNode: "n2", runnerId: "r2" } });
   });
   it("prefers a ready instance driven by this node", () => {
-    const s2 = apply(s, { idx: 3, session: "m/0", event: makeEvent("RunnerStatusUpdated", { runnerId: "r1", runnerStatus: { RunnerReady: {} } }) });
+    const s2 = apply(s, {
+      idx: 3,
+      session: "m/0",
+      event: makeEvent("RunnerStatusUpdated", { runnerId: "r1", runnerStatus: { RunnerReady: {} } }),
+    });
     expect(resolveTarget(s2, "m", "n1")).toMatchObject({ ok: true, target: { instanceId: "i1" } });
   });
   it("says why when nothing is ready", () => {
     const f = fold([
       makeEvent("InstanceCreated", { instance: instance("i1", "m", { n1: "r1" }) }),
-      makeEvent("RunnerStatusUpdated", { runnerId: "r1", runnerStatus: { RunnerFailed: { errorMessage: "out of memory" } } }),
+      makeEvent("RunnerStatusUpdated", {
+        runnerId: "r1",
+        runnerStatus: { RunnerFailed: { errorMessage: "out of memory" } },
+      }),
     ]);
     const r = resolveTarget(f, "m", "n1");
     expect(r).toMatchObject({ ok: false, status: 503 });
@@ -202,15 +248,29 @@ describe("the worker plan", () => {
     makeEvent("InstanceCreated", { instance: instance("i2", "m", { n2: "r3" }) }),
   ]);
   it("starts the runners placed on this node, in a stable order", () => {
-    expect(planWorker(s, "n2", []).map((a) => [a.kind, a.runnerId])).toEqual([["start", "r2"], ["start", "r3"]]);
+    expect(planWorker(s, "n2", []).map((a) => [a.kind, a.runnerId])).toEqual([["start", "r2"], [
+      "start",
+      "r3",
+    ]]);
     expect(planWorker(s, "n9", [])).toEqual([]);
   });
   it("stops runners whose instance is gone and leaves running ones alone", () => {
-    const acts = planWorker(s, "n1", [{ runnerId: "r1", instanceId: "i1", phase: "ready" }, { runnerId: "old", instanceId: "gone", phase: "ready" }]);
+    const acts = planWorker(s, "n1", [{ runnerId: "r1", instanceId: "i1", phase: "ready" }, {
+      runnerId: "old",
+      instanceId: "gone",
+      phase: "ready",
+    }]);
     expect(acts).toEqual([{ kind: "stop", runnerId: "old", reason: "instance gone is no longer placed" }]);
   });
   it("does not restart a runner the cluster saw fail", () => {
-    const f = apply(s, { idx: 2, session: "m/0", event: makeEvent("RunnerStatusUpdated", { runnerId: "r1", runnerStatus: { RunnerFailed: { errorMessage: "x" } } }) });
+    const f = apply(s, {
+      idx: 2,
+      session: "m/0",
+      event: makeEvent("RunnerStatusUpdated", {
+        runnerId: "r1",
+        runnerStatus: { RunnerFailed: { errorMessage: "x" } },
+      }),
+    });
     expect(planWorker(f, "n1", [])).toEqual([]);
   });
 });

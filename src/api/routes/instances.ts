@@ -15,22 +15,48 @@ import { describe } from "../openapi.ts";
 const CreateInstanceBody = z.object({ instance: InstanceSchema }).strict();
 const CommandResponse = z.object({ message: z.string(), command_id: z.string(), instance_id: z.string() });
 
-describe({ method: "post", path: "/instance", summary: "Create an instance from a fully specified (tagged) Instance", tag: "instances", body: CreateInstanceBody, response: CommandResponse });
-describe({ method: "get", path: "/instance/:instance_id", summary: "One instance (tagged), or 404", tag: "instances" });
-describe({ method: "delete", path: "/instance/:instance_id", summary: "Delete an instance; its runners stop on every node", tag: "instances", response: CommandResponse });
+describe({
+  method: "post",
+  path: "/instance",
+  summary: "Create an instance from a fully specified (tagged) Instance",
+  tag: "instances",
+  body: CreateInstanceBody,
+  response: CommandResponse,
+});
+describe({
+  method: "get",
+  path: "/instance/:instance_id",
+  summary: "One instance (tagged), or 404",
+  tag: "instances",
+});
+describe({
+  method: "delete",
+  path: "/instance/:instance_id",
+  summary: "Delete an instance; its runners stop on every node",
+  tag: "instances",
+  response: CommandResponse,
+});
 
 /** Checks an instance against what the cluster knows before it becomes an event. */
 export function validateInstance(ctx: NodeContext, instance: Instance): void {
   const body = instanceBody(instance);
-  if (ctx.log.state.instances[body.instanceId]) throw badRequest(`instance ${body.instanceId} already exists`, "instance");
+  if (ctx.log.state.instances[body.instanceId]) {
+    throw badRequest(`instance ${body.instanceId} already exists`, "instance");
+  }
   const runners = Object.keys(body.shardAssignments.runnerToShard);
   const mapped = Object.values(body.shardAssignments.nodeToRunner);
-  if (runners.length === 0) throw badRequest("instance has no runners (shardAssignments.runnerToShard is empty)", "instance");
+  if (runners.length === 0) {
+    throw badRequest("instance has no runners (shardAssignments.runnerToShard is empty)", "instance");
+  }
   for (const r of mapped) {
-    if (!runners.includes(r)) throw badRequest(`nodeToRunner names runner ${r}, which has no shard`, "instance");
+    if (!runners.includes(r)) {
+      throw badRequest(`nodeToRunner names runner ${r}, which has no shard`, "instance");
+    }
   }
   for (const nodeId of Object.keys(body.shardAssignments.nodeToRunner)) {
-    if (!ctx.telemetry.get(nodeId)) throw badRequest(`node ${nodeId} is not part of this cluster`, "instance");
+    if (!ctx.telemetry.get(nodeId)) {
+      throw badRequest(`node ${nodeId} is not part of this cluster`, "instance");
+    }
   }
   for (const shard of Object.values(body.shardAssignments.runnerToShard)) {
     if (untag(shard).modelCard.modelId !== body.shardAssignments.modelId) {

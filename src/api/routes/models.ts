@@ -8,7 +8,13 @@ import { badRequest } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
 for (const path of ["/models", "/v1/models"]) {
-  describe({ method: "get", path, summary: "Model catalogue (bundled and custom cards)", tag: "models", query: { status: "'downloaded' to list only downloaded models" } });
+  describe({
+    method: "get",
+    path,
+    summary: "Model catalogue (bundled and custom cards)",
+    tag: "models",
+    query: { status: "'downloaded' to list only downloaded models" },
+  });
 }
 
 const Query = z.object({ status: z.enum(["downloaded"]).optional() });
@@ -23,7 +29,9 @@ for (const path of ["/models", "/v1/models"]) {
     let cards = n.catalog.all().filter((card) => showImages || !isImageCard(card));
     if (q.data.status === "downloaded") {
       const done = new Set(
-        Object.values(n.log.state.downloads).flat().filter((p) => "DownloadCompleted" in p).map(downloadModelId),
+        Object.values(n.log.state.downloads).flat().filter((p) => "DownloadCompleted" in p).map(
+          downloadModelId,
+        ),
       );
       cards = cards.filter((card) => done.has(card.model_id) || card.gguf_path !== undefined);
     }

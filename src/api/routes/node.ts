@@ -6,11 +6,34 @@ import type { ApiEnv } from "../env.ts";
 import { describe } from "../openapi.ts";
 
 const Identity = z.object({ nodeId: z.string(), hostname: z.string(), ipAddress: z.string() });
-const Health = z.object({ status: z.literal("ok"), nodeId: z.string(), version: z.string(), uptimeSeconds: z.number() });
+const Health = z.object({
+  status: z.literal("ok"),
+  nodeId: z.string(),
+  version: z.string(),
+  uptimeSeconds: z.number(),
+});
 
-describe({ method: "get", path: "/node_id", summary: "This node's id, as a JSON string", tag: "node", response: z.string() });
-describe({ method: "get", path: "/node/identity", summary: "This node's id, hostname and first routable IPv4", tag: "node", response: Identity });
-describe({ method: "get", path: "/healthz", summary: "Liveness: 200 while the node serves", tag: "node", response: Health });
+describe({
+  method: "get",
+  path: "/node_id",
+  summary: "This node's id, as a JSON string",
+  tag: "node",
+  response: z.string(),
+});
+describe({
+  method: "get",
+  path: "/node/identity",
+  summary: "This node's id, hostname and first routable IPv4",
+  tag: "node",
+  response: Identity,
+});
+describe({
+  method: "get",
+  path: "/healthz",
+  summary: "Liveness: 200 while the node serves",
+  tag: "node",
+  response: Health,
+});
 
 export function firstIpv4(): string | null {
   return Deno.networkInterfaces().find((i) =>

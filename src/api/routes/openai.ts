@@ -16,7 +16,9 @@ import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
 const log = logger("openai");
-const DEFAULT_MAX_TOKENS = Number(Deno.env.get("SKULK_MAX_OUTPUT_TOKENS") ?? Deno.env.get("SKULK_MAX_TOKENS") ?? 4096);
+const DEFAULT_MAX_TOKENS = Number(
+  Deno.env.get("SKULK_MAX_OUTPUT_TOKENS") ?? Deno.env.get("SKULK_MAX_TOKENS") ?? 4096,
+);
 
 const Message = z.looseObject({
   role: z.enum(["system", "user", "assistant", "developer", "tool", "function"]),
@@ -40,14 +42,42 @@ export const CompletionRequest = z.looseObject({
 });
 export const EmbeddingRequest = z.looseObject({
   model: z.string().min(1, "must name a model"),
-  input: z.union([z.string().min(1), z.array(z.string()).min(1), z.array(z.number()), z.array(z.array(z.number()))]),
+  input: z.union([
+    z.string().min(1),
+    z.array(z.string()).min(1),
+    z.array(z.number()),
+    z.array(z.array(z.number())),
+  ]),
   dimensions: z.number().int().positive().optional(),
 });
 
-describe({ method: "post", path: "/v1/chat/completions", summary: "OpenAI chat completions (SSE when stream)", tag: "openai", body: ChatRequest });
-describe({ method: "post", path: "/v1/completions", summary: "OpenAI legacy completions (SSE when stream)", tag: "openai", body: CompletionRequest });
-describe({ method: "post", path: "/v1/embeddings", summary: "OpenAI embeddings, for embedding models", tag: "openai", body: EmbeddingRequest });
-describe({ method: "post", path: "/v1/cancel/:command_id", summary: "Cancel an in-flight generation", tag: "openai" });
+describe({
+  method: "post",
+  path: "/v1/chat/completions",
+  summary: "OpenAI chat completions (SSE when stream)",
+  tag: "openai",
+  body: ChatRequest,
+});
+describe({
+  method: "post",
+  path: "/v1/completions",
+  summary: "OpenAI legacy completions (SSE when stream)",
+  tag: "openai",
+  body: CompletionRequest,
+});
+describe({
+  method: "post",
+  path: "/v1/embeddings",
+  summary: "OpenAI embeddings, for embedding models",
+  tag: "openai",
+  body: EmbeddingRequest,
+});
+describe({
+  method: "post",
+  path: "/v1/cancel/:command_id",
+  summary: "Cancel an in-flight generation",
+  tag: "openai",
+});
 
 /** In-flight generations on this node, by command id, for /v1/cancel. */
 const inflight = new Map<string, AbortController>();
@@ -58,7 +88,13 @@ type Routed = { local: { baseUrl: string; target: Target } } | { remote: Respons
 async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
-  if (!r.ok) throw new ApiError(r.status, r.message, r.status === 404 ? { type: "invalid_request_error", param: "model", code: "model_not_found" } : {});
+  if (!r.ok) {
+    throw new ApiError(
+      r.status,
+      r.message,
+      r.status === 404 ? { type: "invalid_request_error", param: "model", code: "model_not_found" } : {},
+    );
+  }
   if (r.target.driverNode !== ctx.nodeId) {
     const res = await forwardRequest(ctx, r.target.driverNode, c.req.raw, raw);
     if ("error" in res) throw new ApiError(503, res.error);
@@ -66,7 +102,8 @@ async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Ro
   }
   const runner = ctx.worker?.runner(r.target.runnerId);
   if (!runner || !runner.baseUrl) {
-    const why = runner?.failure ?? (runner ? `runner is ${runner.phase}` : "its runner is not running on this node yet");
+    const why = runner?.failure ??
+      (runner ? `runner is ${runner.phase}` : "its runner is not running on this node yet");
     throw new ApiError(503, `model ${model} cannot serve now: ${why}`);
   }
   return { local: { baseUrl: runner.baseUrl, target: r.target } };
@@ -74,7 +111,9 @@ async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Ro
 
 function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
   const runner = ctx.worker?.runner(target.runnerId);
-  return `the engine serving this model failed during the request: ${runner?.failure ?? (err as Error).message}`;
+  return `the engine serving this model failed during the request: ${
+    runner?.failure ?? (err as Error).message
+  }`;
 }
 
 /** Maps an engine's error answer to ours; llama-server's context overflow becomes context_length_exceeded. */
@@ -84,21 +123,29 @@ async function engineError(res: Response): Promise<ApiError> {
   try {
     const j = JSON.parse(text) as { error?: { message?: string; type?: string } };
     message = j.error?.message ?? text;
-    if (j.error?.type === "exceed_context_size_error" || /context size|context length|exceeds/i.test(message)) {
+    if (
+      j.error?.type === "exceed_context_size_error" || /context size|context length|exceeds/i.test(message)
+    ) {
       return new ApiError(400, `context_length_exceeded: ${message}`, { type: "invalid_request_error" });
     }
   } catch { /* not JSON */ }
   const status = res.status >= 400 && res.status < 500 ? 400 : 502;
-  return new ApiError(status, `the engine refused the request: ${message}`, { type: status === 400 ? "invalid_request_error" : undefined });
+  return new ApiError(status, `the engine refused the request: ${message}`, {
+    type: status === 400 ? "invalid_request_error" : undefined,
+  });
 }
 
 function admit(maxTokens: number | null | undefined, target: Target, contextTokens: number | null): void {
   const limit = target.contextTokenLimit ?? contextTokens;
   if (maxTokens && limit && maxTokens >= limit) {
-    throw new ApiError(400, `context_length_exceeded: max_tokens (${maxTokens}) cannot fit the context window of ${limit} tokens; ask for fewer`, {
-      type: "invalid_request_error",
-      param: "max_tokens",
-    });
+    throw new ApiError(
+      400,
+      `context_length_exceeded: max_tokens (${maxTokens}) cannot fit the context window of ${limit} tokens; ask for fewer`,
+      {
+        type: "invalid_request_error",
+        param: "max_tokens",
+      },
+    );
   }
 }
 
@@ -107,7 +154,13 @@ function streamResponse(
   upstream: Response,
   abort: AbortController,
   commandId: string,
-  frame: { head: () => string; push: (p: string) => string; end: () => string; fail: (m: string) => string; done: () => boolean },
+  frame: {
+    head: () => string;
+    push: (p: string) => string;
+    end: () => string;
+    fail: (m: string) => string;
+    done: () => boolean;
+  },
   onError: (e: unknown) => string,
 ): Response {
   const enc = new TextEncoder();
@@ -156,7 +209,9 @@ function streamResponse(
         }
       } catch (e) {
         try {
-          controller.enqueue(enc.encode(abort.signal.aborted ? frame.fail("generation was cancelled") : onError(e)));
+          controller.enqueue(
+            enc.encode(abort.signal.aborted ? frame.fail("generation was cancelled") : onError(e)),
+          );
           controller.close();
         } catch { /* client already gone */ }
         finish();
@@ -170,11 +225,21 @@ function streamResponse(
   });
   c.req.raw.signal.addEventListener("abort", () => abort.abort());
   return new Response(stream, {
-    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "x-accel-buffering": "no", "x-request-id": c.var.requestId },
+    headers: {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+      "x-accel-buffering": "no",
+      "x-request-id": c.var.requestId,
+    },
   });
 }
 
-async function callEngine(baseUrl: string, path: string, body: unknown, abort: AbortController): Promise<Response> {
+async function callEngine(
+  baseUrl: string,
+  path: string,
+  body: unknown,
+  abort: AbortController,
+): Promise<Response> {
   return await fetch(`${baseUrl}${path}`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -190,7 +255,13 @@ interface Generation {
 }
 
 /** Sends a generation to the engine under a fresh command id (cancellable through /v1/cancel). */
-async function startGeneration(ctx: NodeContext, target: Target, baseUrl: string, path: string, body: unknown): Promise<Generation> {
+async function startGeneration(
+  ctx: NodeContext,
+  target: Target,
+  baseUrl: string,
+  path: string,
+  body: unknown,
+): Promise<Generation> {
   const commandId = crypto.randomUUID();
   const abort = new AbortController();
   inflight.set(commandId, abort);
@@ -212,7 +283,12 @@ export const openaiRoutes = new Hono<ApiEnv>()
   .post("/v1/chat/completions", async (c) => {
     const ctx = c.var.node;
     const { raw, body } = await readJsonWithRaw(c, ChatRequest);
-    if (body.messages.every((m) => m.content === null || m.content === undefined || m.content === "" || (Array.isArray(m.content) && m.content.length === 0)) && !body.messages.some((m) => "tool_calls" in m)) {
+    if (
+      body.messages.every((m) =>
+        m.content === null || m.content === undefined || m.content === "" ||
+        (Array.isArray(m.content) && m.content.length === 0)
+      ) && !body.messages.some((m) => "tool_calls" in m)
+    ) {
       throw badRequest("nothing to generate from: every message is empty", "messages");
     }
     const routed = await route(c, body.model, raw);
@@ -222,9 +298,17 @@ export const openaiRoutes = new Hono<ApiEnv>()
     admit(maxTokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const { enable_thinking, max_completion_tokens: _mct, ...rest } = body;
     const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? DEFAULT_MAX_TOKENS };
-    if (enable_thinking !== undefined) req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
+    if (enable_thinking !== undefined) {
+      req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
+    }
     if (body.stream) req.stream_options = { include_usage: true };
-    const { commandId, abort, res } = await startGeneration(ctx, target, baseUrl, "/v1/chat/completions", req);
+    const { commandId, abort, res } = await startGeneration(
+      ctx,
+      target,
+      baseUrl,
+      "/v1/chat/completions",
+      req,
+    );
     if (body.stream) {
       const t = new ChatStreamTranslator(commandId, body.model);
       return streamResponse(c, res, abort, commandId, {
@@ -237,7 +321,13 @@ export const openaiRoutes = new Hono<ApiEnv>()
     }
     try {
       const out = await res.json() as Record<string, unknown>;
-      return c.json({ ...out, id: commandId, object: "chat.completion", model: body.model, service_tier: null });
+      return c.json({
+        ...out,
+        id: commandId,
+        object: "chat.completion",
+        model: body.model,
+        service_tier: null,
+      });
     } catch (e) {
       throw new ApiError(503, engineFailure(ctx, target, e));
     } finally {
@@ -266,7 +356,14 @@ export const openaiRoutes = new Hono<ApiEnv>()
           return "";
         }
       };
-      const fail = (m: string) => (done ? "" : (done = true, `data: ${JSON.stringify({ error: { message: m, type: "ServiceUnavailable", param: null, code: 503 } })}\n\ndata: [DONE]\n\n`));
+      const fail = (
+        m: string,
+      ) => (done
+        ? ""
+        : (done = true,
+          `data: ${
+            JSON.stringify({ error: { message: m, type: "ServiceUnavailable", param: null, code: 503 } })
+          }\n\ndata: [DONE]\n\n`));
       return streamResponse(c, res, abort, commandId, {
         head: () => `: command_id ${commandId}\n\n`,
         push: rewrite,
@@ -283,8 +380,15 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const ctx = c.var.node;
     const { raw, body } = await readJsonWithRaw(c, EmbeddingRequest);
     const card = ctx.catalog.get(body.model);
-    if (card && !card.tasks.includes("TextEmbedding")) throw badRequest(`${body.model} is not an embedding model`, "model");
-    if (body.dimensions !== undefined) throw badRequest("dimensions is not supported: embedding models return their native size", "dimensions");
+    if (card && !card.tasks.includes("TextEmbedding")) {
+      throw badRequest(`${body.model} is not an embedding model`, "model");
+    }
+    if (body.dimensions !== undefined) {
+      throw badRequest(
+        "dimensions is not supported: embedding models return their native size",
+        "dimensions",
+      );
+    }
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
     const { baseUrl, target } = routed.local;

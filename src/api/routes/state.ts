@@ -7,7 +7,12 @@ import { badRequest } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { stateToWire } from "../wire/state.ts";
 
-describe({ method: "get", path: "/state", summary: "Cluster state with telemetry and node health", tag: "state" });
+describe({
+  method: "get",
+  path: "/state",
+  summary: "Cluster state with telemetry and node health",
+  tag: "state",
+});
 describe({
   method: "get",
   path: "/events",
@@ -24,8 +29,21 @@ export const stateRoutes = new Hono<ApiEnv>()
   .get("/events", async (c) => {
     const since = Number(c.req.query("since") ?? 0);
     const limit = Number(c.req.query("limit") ?? 1000);
-    if (!Number.isInteger(since) || since < 0) throw badRequest("since must be a non-negative integer", "since");
-    if (!Number.isInteger(limit) || limit < 1 || limit > 10000) throw badRequest("limit must be an integer from 1 to 10000", "limit");
-    const rows = await c.var.node.store.db.select().from(events).where(gte(events.idx, since)).orderBy(asc(events.idx)).limit(limit);
-    return c.json(rows.map((r) => ({ idx: r.idx, session: r.session, createdAt: r.createdAt, event: JSON.parse(r.payload) })));
+    if (!Number.isInteger(since) || since < 0) {
+      throw badRequest("since must be a non-negative integer", "since");
+    }
+    if (!Number.isInteger(limit) || limit < 1 || limit > 10000) {
+      throw badRequest("limit must be an integer from 1 to 10000", "limit");
+    }
+    const rows = await c.var.node.store.db.select().from(events).where(gte(events.idx, since)).orderBy(
+      asc(events.idx),
+    ).limit(limit);
+    return c.json(
+      rows.map((r) => ({
+        idx: r.idx,
+        session: r.session,
+        createdAt: r.createdAt,
+        event: JSON.parse(r.payload),
+      })),
+    );
   });

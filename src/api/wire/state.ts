@@ -14,7 +14,13 @@ export interface HealthReason {
 
 const GB = 1_000_000_000;
 
-export function nodeHealth(nodeId: string, reading: NodeReading, receivedAt: number, state: ClusterState, now: number) {
+export function nodeHealth(
+  nodeId: string,
+  reading: NodeReading,
+  receivedAt: number,
+  state: ClusterState,
+  now: number,
+) {
   const reasons: (HealthReason & { level: "warn" | "error" })[] = [];
   for (const p of state.downloads[nodeId] ?? []) {
     if ("DownloadFailed" in p) {
@@ -28,13 +34,28 @@ export function nodeHealth(nodeId: string, reading: NodeReading, receivedAt: num
   }
   const avail = reading.disk?.available.inBytes;
   if (avail !== undefined && avail <= 2 * GB) {
-    reasons.push({ level: "error", code: "disk_full", message: `${(avail / GB).toFixed(1)} GB free`, remediation: "free disk space where models are stored" });
+    reasons.push({
+      level: "error",
+      code: "disk_full",
+      message: `${(avail / GB).toFixed(1)} GB free`,
+      remediation: "free disk space where models are stored",
+    });
   } else if (avail !== undefined && avail < 10 * GB) {
-    reasons.push({ level: "warn", code: "disk_low", message: `${(avail / GB).toFixed(1)} GB free`, remediation: "free disk space where models are stored" });
+    reasons.push({
+      level: "warn",
+      code: "disk_low",
+      message: `${(avail / GB).toFixed(1)} GB free`,
+      remediation: "free disk space where models are stored",
+    });
   }
   const silent = (now - receivedAt) / 1000;
   if (silent > 15) {
-    reasons.push({ level: "warn", code: "unreachable", message: `not heard from for ${Math.round(silent)} s`, remediation: "check the node is running and reachable" });
+    reasons.push({
+      level: "warn",
+      code: "unreachable",
+      message: `not heard from for ${Math.round(silent)} s`,
+      remediation: "check the node is running and reachable",
+    });
   }
   const level = reasons.some((r) => r.level === "error") ? "error" : reasons.length ? "warn" : "ok";
   return { level, reasons: reasons.map(({ level: _l, ...r }) => r) };
@@ -65,6 +86,8 @@ export function stateToWire(state: ClusterState, telemetry: [string, TelemetryEn
     nodeDisk: pick((r) => r.disk),
     nodeRdmaCtl: {},
     nodeEngines: pick((r) => r.engine),
-    nodeHealth: Object.fromEntries(telemetry.map(([id, e]) => [id, nodeHealth(id, e.reading, e.receivedAt, state, now)])),
+    nodeHealth: Object.fromEntries(
+      telemetry.map(([id, e]) => [id, nodeHealth(id, e.reading, e.receivedAt, state, now)]),
+    ),
   };
 }
