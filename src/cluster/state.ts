@@ -115,3 +115,8 @@ export function apply(state: ClusterState, ie: IndexedEvent): ClusterState {
   }
   return { ...applyEvent(state, ie.event), lastEventAppliedIdx: ie.idx };
 }
+
+/** The state without one instance and its runners: what planning around it (healing, a shard check) sees. */
+export function withoutInstance(state: ClusterState, instanceId: string): ClusterState {
+  return deleteInstances(state, [instanceId]);
+}

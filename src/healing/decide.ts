@@ -6,10 +6,11 @@
 import type { Event } from "../cluster/events.ts";
 import { eventType } from "../cluster/events.ts";
 import { type Instance, instanceBody, instanceKind } from "../cluster/instances.ts";
-import type { ClusterState } from "../cluster/state.ts";
+import { type ClusterState, withoutInstance } from "../cluster/state.ts";
 import { tagOf } from "../cluster/tagged.ts";
 import type { ModelCard } from "../models/card.ts";
 import { type PlacementRequest, placementRequest, plan, type PlanDeps } from "../placement/planner.ts";
+import { isRefusal } from "../placement/shard-check.ts";
 import type { ClusterView } from "../placement/view.ts";
 
 /** Re-placements one lineage may make before it gives up and says why. */
@@ -54,7 +55,8 @@ export function breakagesOf(
   if (type === "RunnerStatusUpdated") {
     const { runnerId, runnerStatus } =
       (event as Extract<Event, { RunnerStatusUpdated: unknown }>).RunnerStatusUpdated;
-    if (!("RunnerFailed" in runnerStatus)) return [];
+    // A refusal (the node's own memory check said no) is recovered by placement/recovery.ts, not here.
+    if (!("RunnerFailed" in runnerStatus) || isRefusal(runnerStatus.RunnerFailed.errorMessage)) return [];
     // Only the first failure of an instance counts: `before` must not have seen one yet.
     for (const [id, inst] of Object.entries(after.instances)) {
       const body = instanceBody(inst);
@@ -183,18 +185,6 @@ export function lineageOfCreated(event: Event): { instanceId: string; lineage: L
     : null;
 }
 
-/** The state without one instance: the view healing plans over, since the broken one is being torn down. */
-export function withoutInstance(state: ClusterState, instanceId: string): ClusterState {
-  const instances = { ...state.instances };
-  const gone = instances[instanceId];
-  delete instances[instanceId];
-  const runners = { ...state.runners };
-  if (gone) {
-    for (const r of Object.keys(instanceBody(gone).shardAssignments.runnerToShard)) delete runners[r];
-  }
-  return { ...state, instances, runners };
-}
-
 /** True when every runner of the instance is ready (the lineage's clock for "it healed" starts then). */
 export function allReady(state: ClusterState, instanceId: string): boolean {
   const inst = state.instances[instanceId];
@@ -204,3 +194,5 @@ export function allReady(state: ClusterState, instanceId: string): boolean {
     return s !== undefined && (tagOf(s) === "RunnerReady" || tagOf(s) === "RunnerRunning");
   });
 }
+
+export { withoutInstance };

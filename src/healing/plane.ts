@@ -13,6 +13,14 @@ import type { Plane } from "../daemon/node.ts";
 import { logger } from "../log/mod.ts";
 import { parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
+import { placementRequest } from "../placement/planner.ts";
+import {
+  type Lineage as RecoveryLineage,
+  lineageFor,
+  recoverFromRefusal,
+  type Refusal,
+  refusalOf,
+} from "../placement/recovery.ts";
 import { buildClusterView } from "../placement/view.ts";
 import {
   allReady,
@@ -29,6 +37,8 @@ const log = logger("healing");
 export class Healer implements Plane {
   readonly name = "healing";
   readonly #lineage = new Map<string, Lineage>();
+  /** Refusal-recovery lineages of instances this master placed after a refusal (kept in memory only). */
+  readonly #recovery = new Map<string, RecoveryLineage>();
   #ctx!: NodeContext;
   #queue: Promise<void> = Promise.resolve();
   #stopped = false;
@@ -59,6 +69,16 @@ export class Healer implements Plane {
     }
     // Followers see the same events; only the master acts, so each breakage is healed once.
     if (this.#stopped || this.#ctx.masterNodeId() !== this.#ctx.nodeId) return;
+    const refusal = refusalOf(ie.event, after);
+    if (refusal) {
+      const lineage = this.#recovery.get(refusal.instanceId);
+      this.#queue = this.#queue.then(() => this.#recover(refusal, lineage)).catch((e) => {
+        log.error("recovering from the refusal of {instanceId} failed: {error}", {
+          instanceId: refusal.instanceId,
+          error: (e as Error).message,
+        });
+      });
+    }
     const breakages = breakagesOf(ie.event, before, after, new Set(this.#lineage.keys()));
     // Never submit from inside the log's listener: the append that called us is still running.
     for (const b of breakages) {
@@ -71,6 +91,39 @@ export class Healer implements Plane {
         });
       });
     }
+  }
+
+  /** A node refused its shard: place the model again without it (one node, else one node wider), bounded. */
+  async #recover(r: Refusal & { instanceId: string }, known: RecoveryLineage | undefined): Promise<void> {
+    const ctx = this.#ctx;
+    if (this.#stopped || !ctx.log.state.instances[r.instanceId]) return;
+    const body = instanceBody(r.instance);
+    const card = parseCard(untag(Object.values(body.shardAssignments.runnerToShard)[0]).modelCard);
+    const width = Object.keys(body.shardAssignments.nodeToRunner).length;
+    const lineage = known ?? lineageFor(
+      placementRequest(body.shardAssignments.modelId, {
+        min_nodes: width,
+        instance_meta: "LlamaRpcInstance" in r.instance ? "LlamaRpc" : "MlxRing",
+      }),
+    );
+    const state = withoutInstance(ctx.log.state, r.instanceId);
+    const view = buildClusterView(state, ctx.telemetry.entries(), Date.now(), {
+      nodeTimeoutMs: ctx.config.nodeTimeout * 1000,
+    });
+    const d = recoverFromRefusal(r, lineage, view, card, { newId: () => crypto.randomUUID() });
+    this.#recovery.delete(r.instanceId);
+    log.warn("node {nodeId} refused its shard of {model}: {action}", {
+      nodeId: r.nodeId,
+      model: card.model_id,
+      action: d.action,
+    });
+    await ctx.submit(makeEvent("InstanceDeleted", { instanceId: r.instanceId, reason: d.deleteReason }));
+    if (d.action === "tear-down") return;
+    this.#recovery.set(instanceBody(d.instance).instanceId, d.lineage);
+    const placed = d.history.find((h) => h.outcome === "placed");
+    await ctx.submit(
+      makeEvent("InstanceCreated", { instance: d.instance, ...(placed ? { reason: placed.reason } : {}) }),
+    );
   }
 
   async #heal(b: Breakage, lineage: Lineage | undefined): Promise<void> {

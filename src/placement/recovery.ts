@@ -2,9 +2,12 @@
  * Refusal recovery policy (pure): when a node refuses its shard, retry on one node without the refuser,
  * else one node wider without it, within a bounded number of hops; otherwise tear down and cancel downloads.
  */
+import type { Event } from "../cluster/events.ts";
 import { type Instance, instanceBody, instanceKind } from "../cluster/instances.ts";
+import type { ClusterState } from "../cluster/state.ts";
 import type { ModelCard } from "../models/card.ts";
 import { type PlacementRequest, plan, type PlanDeps } from "./planner.ts";
+import { isRefusal, REFUSAL_PREFIX } from "./shard-check.ts";
 import type { ClusterView } from "./view.ts";
 
 /** Recovery placements one original placement may spawn. Exclusions only grow, so this also bounds by cluster size. */
@@ -136,4 +139,20 @@ export function recoverFromRefusal(
     errors.push(`${a.label}: ${r.error}`);
   }
   return tearDown(`no recovery placement: ${errors.join("; ")}`);
+}
+
+/** The refusal an applied event reports: a runner failed with the refusal prefix (see shard-check.ts). */
+export function refusalOf(event: Event, state: ClusterState): (Refusal & { instanceId: string }) | null {
+  if (!("RunnerStatusUpdated" in event)) return null;
+  const { runnerId, runnerStatus } = event.RunnerStatusUpdated;
+  if (!("RunnerFailed" in runnerStatus) || !isRefusal(runnerStatus.RunnerFailed.errorMessage)) return null;
+  for (const [instanceId, instance] of Object.entries(state.instances)) {
+    const body = instanceBody(instance);
+    if (!(runnerId in body.shardAssignments.runnerToShard)) continue;
+    const nodeId = Object.entries(body.shardAssignments.nodeToRunner).find(([, r]) => r === runnerId)?.[0];
+    if (!nodeId) return null;
+    const reason = (runnerStatus.RunnerFailed.errorMessage ?? "").slice(REFUSAL_PREFIX.length);
+    return { instanceId, instance, nodeId, reason };
+  }
+  return null;
 }

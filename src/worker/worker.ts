@@ -7,6 +7,7 @@
 import type { Instance, ShardMetadata } from "../cluster/instances.ts";
 import { instanceBody } from "../cluster/instances.ts";
 import { makeEvent } from "../cluster/events.ts";
+import { withoutInstance } from "../cluster/state.ts";
 import { untag } from "../cluster/tagged.ts";
 import type { Plane } from "../daemon/node.ts";
 import { findEngines } from "../engines/discovery.ts";
@@ -16,6 +17,7 @@ import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
 import { logger } from "../log/mod.ts";
+import { shardRefusal } from "../placement/shard-check.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
@@ -145,6 +147,24 @@ export class Worker implements Plane {
     } catch (e) {
       return this.#fail(runner, `the placement's model card is invalid: ${(e as Error).message}`);
     }
+    // This node's own word on the shard, before it loads or downloads anything: refuse what cannot fit.
+    // Only a whole model is checked: a pool's shares follow the planner's proportional split, which
+    // layer rounding can push a little past a node's exact lend; an engine that then cannot allocate
+    // fails, and healing places the pool again.
+    const self = this.#ctx.telemetry.get(this.#ctx.nodeId);
+    const whole = "MlxRingInstance" in instance &&
+      Object.keys(instanceBody(instance).shardAssignments.nodeToRunner).length === 1;
+    const refusal = self && whole &&
+      shardRefusal(
+        withoutInstance(this.#ctx.log.state, runner.instanceId),
+        self,
+        card,
+        1,
+        runner.contextTokens,
+        Date.now(),
+        this.#ctx.config.nodeTimeout * 1000,
+      );
+    if (refusal) return this.#fail(runner, refusal);
     const role = poolRole(instance, this.#ctx.nodeId, shard);
     // Report first: a restarted node's state still says what its previous engine did.
     await this.#status(
