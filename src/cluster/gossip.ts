@@ -4,7 +4,7 @@
  */
 import { z } from "zod";
 import { type NodeReading, NodeReadingSchema } from "../telemetry/reading.ts";
-import type { TelemetryView } from "./telemetry.ts";
+import type { TelemetryEntry, TelemetryView } from "./telemetry.ts";
 
 export const SessionSchema = z.object({ master: z.string(), clock: z.number().int().nonnegative() }).strict();
 export type Session = z.infer<typeof SessionSchema>;
@@ -23,13 +23,19 @@ export const NodeStatusSchema = z.object({
 export type NodeStatus = z.infer<typeof NodeStatusSchema>;
 
 const Digest = z.record(z.string(), z.number());
-const ReadingEntry = z.object({ reading: NodeReadingSchema, version: z.number() }).strict();
+/** `networkOmitted`: the receiver already holds this connectivity, so the reading travels without it. */
+const ReadingEntry = z.object({
+  reading: NodeReadingSchema,
+  version: z.number(),
+  networkOmitted: z.literal(true).optional(),
+})
+  .strict();
 
 export const GossipMessageSchema = z.object({
   statuses: z.array(NodeStatusSchema).max(1024),
   readings: z.array(ReadingEntry).max(1024),
   /** What the sender holds, so the receiver can answer with exactly what the sender lacks. */
-  digest: z.object({ statuses: Digest, readings: Digest }).strict(),
+  digest: z.object({ statuses: Digest, readings: Digest, networks: Digest.default({}) }).strict(),
 }).strict();
 export type GossipMessage = z.infer<typeof GossipMessageSchema>;
 
@@ -85,7 +91,14 @@ export class GossipState {
     let n = 0;
     for (const s of m.statuses) if (s.nodeId !== this.selfId && this.offerStatus(s, now)) n++;
     for (const r of m.readings) {
-      if (r.reading.nodeId !== this.selfId && this.offerReading(r.reading, r.version, now)) n++;
+      if (r.reading.nodeId === this.selfId) continue;
+      let reading = r.reading;
+      if (r.networkOmitted) {
+        const held = this.telemetry.get(reading.nodeId);
+        if (!held) continue; // the sender thought we held its connectivity; the next full copy brings it
+        reading = { ...reading, network: held.reading.network };
+      }
+      if (this.offerReading(reading, r.version, now)) n++;
     }
     return n;
   }
@@ -97,10 +110,15 @@ export class GossipState {
       version: e.status.hb,
       value: e.status,
     }));
+    // Connectivity rides along only when the peer's copy is older than the last change of it.
+    const sendsNetwork = (id: string, e: TelemetryEntry) =>
+      (remote?.networks?.[id] ?? -Infinity) < e.networkVersion;
     const rd = this.telemetry.entries().map(([id, e]) => ({
       id,
       version: e.version,
-      value: { reading: e.reading, version: e.version },
+      value: sendsNetwork(id, e)
+        ? { reading: e.reading, version: e.version }
+        : { reading: { ...e.reading, network: null }, version: e.version, networkOmitted: true as const },
     }));
     const only = (id: string) => remote !== null || id === this.selfId;
     return {
@@ -120,6 +138,7 @@ export class GossipState {
     return {
       statuses: Object.fromEntries([...this.#statuses].map(([id, e]) => [id, e.status.hb])),
       readings: Object.fromEntries(this.telemetry.entries().map(([id, e]) => [id, e.version])),
+      networks: Object.fromEntries(this.telemetry.entries().map(([id, e]) => [id, e.networkVersion])),
     };
   }
 

@@ -10,6 +10,16 @@ export interface TelemetryEntry {
   version: number;
   /** When this node last heard from the origin (ms since epoch, local clock). */
   receivedAt: number;
+  /**
+   * The version of the first reading held here with the current network interfaces: connectivity
+   * changes rarely, so gossip sends it only to a peer whose copy is older than this (gossip.ts).
+   */
+  networkVersion: number;
+}
+
+/** Readings are sorted at the source, so equal connectivity serialises equally. */
+function sameNetwork(a: NodeReading, b: NodeReading): boolean {
+  return JSON.stringify(a.network) === JSON.stringify(b.network);
 }
 
 export class TelemetryView {
@@ -22,7 +32,8 @@ export class TelemetryView {
       if (cur.version === version) cur.receivedAt = Math.max(cur.receivedAt, now);
       return false;
     }
-    this.#entries.set(reading.nodeId, { reading, version, receivedAt: now });
+    const networkVersion = cur && sameNetwork(cur.reading, reading) ? cur.networkVersion : version;
+    this.#entries.set(reading.nodeId, { reading, version, receivedAt: now, networkVersion });
     return true;
   }
 

@@ -97,7 +97,9 @@ export function reading(s: NodeSpec): NodeReading {
 }
 
 export function entries(specs: NodeSpec[]): [string, TelemetryEntry][] {
-  return specs.map((s) => [s.id, { reading: reading(s), version: 1, receivedAt: NOW - (s.silentMs ?? 0) }]);
+  return specs.map((
+    s,
+  ) => [s.id, { reading: reading(s), version: 1, receivedAt: NOW - (s.silentMs ?? 0), networkVersion: 1 }]);
 }
 
 export function clusterView(specs: NodeSpec[]): ClusterView {

@@ -6,6 +6,7 @@ import { deltas, GossipState, type NodeStatus } from "../../src/cluster/gossip.t
 import { timedOut } from "../../src/cluster/liveness.ts";
 import { emptyState } from "../../src/cluster/state.ts";
 import { TelemetryView } from "../../src/cluster/telemetry.ts";
+import { reading } from "../helpers/synthetic-cluster.ts";
 
 const st = (nodeId: string, o: Partial<NodeStatus> = {}): NodeStatus => ({
   nodeId,
@@ -146,5 +147,54 @@ describe("gossip targets", () => {
     expect(t).toHaveLength(3);
     expect(new Set(t).size).toBe(3);
     expect(pickTargets(ready, "gone", 2, Math.random)).toHaveLength(2);
+  });
+});
+
+describe("connectivity in gossip", () => {
+  const withMemory = (ram: number, ip = "10.0.0.1") => {
+    const r = reading({ id: "origin", ram, ip });
+    return r;
+  };
+
+  it("travels only to peers whose copy is older than its last change, and is restored on arrival", () => {
+    const origin = new GossipState("origin", new TelemetryView());
+    const peer = new GossipState("peer", new TelemetryView());
+    origin.telemetry.offer(withMemory(8e9), 1, 0);
+    // First contact: the peer holds nothing, so the whole reading goes, connectivity included.
+    const first = origin.messageFor(peer.digest());
+    expect(first.readings[0].networkOmitted).toBeUndefined();
+    peer.merge(first, 1);
+    expect(peer.telemetry.get("origin")!.reading.network).toEqual(withMemory(8e9).network);
+
+    // Memory moved, the interfaces did not: the new version travels without them.
+    origin.telemetry.offer(withMemory(7e9), 2, 2);
+    const second = origin.messageFor(peer.digest());
+    expect(second.readings[0]).toMatchObject({
+      version: 2,
+      networkOmitted: true,
+      reading: { network: null },
+    });
+    expect(JSON.stringify(second).length).toBeLessThan(JSON.stringify(first).length);
+    peer.merge(second, 3);
+    const held = peer.telemetry.get("origin")!;
+    expect(held.version).toBe(2);
+    expect(held.reading.memory?.ramAvailable.inBytes).toBe(withMemory(7e9).memory?.ramAvailable.inBytes);
+    expect(held.reading.network).toEqual(withMemory(8e9).network);
+
+    // The address changed: connectivity travels again.
+    origin.telemetry.offer(withMemory(7e9, "10.0.0.9"), 3, 4);
+    const third = origin.messageFor(peer.digest());
+    expect(third.readings[0].networkOmitted).toBeUndefined();
+    peer.merge(third, 5);
+    expect(peer.telemetry.get("origin")!.reading.network?.interfaces[0].ipAddress).toBe("10.0.0.9");
+  });
+
+  it("is sent whole to a peer that never held it, even when unchanged", () => {
+    const origin = new GossipState("origin", new TelemetryView());
+    origin.telemetry.offer(withMemory(8e9), 1, 0);
+    origin.telemetry.offer(withMemory(7e9), 2, 1);
+    const msg = origin.messageFor(new GossipState("fresh", new TelemetryView()).digest());
+    expect(msg.readings[0].networkOmitted).toBeUndefined();
+    expect(msg.readings[0].reading.network).not.toBeNull();
   });
 });

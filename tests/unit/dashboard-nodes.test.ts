@@ -80,7 +80,12 @@ describe("reading nodes out of /state", () => {
   const fresh = (
     r: ReturnType<typeof reading>,
     agoMs = 1000,
-  ): [string, TelemetryEntry] => [r.nodeId, { reading: r, version: 1, receivedAt: NOW - agoMs }];
+  ): [string, TelemetryEntry] => [r.nodeId, {
+    reading: r,
+    version: 1,
+    receivedAt: NOW - agoMs,
+    networkVersion: 1,
+  }];
 
   it("names, orders and measures each node", () => {
     const s = wire([
