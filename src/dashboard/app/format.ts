@@ -91,9 +91,10 @@ export type SpeechKind = "tts" | "stt" | null;
 type WireCard = { tasks?: string[]; audio?: { kind?: string } };
 
 /** The card's speech role, read as src/models/capabilities.ts resolves it (audio.kind, else its tasks). */
-export function speechKind(card: WireCard | undefined): SpeechKind {
-  if (card?.audio?.kind === "tts" || card?.tasks?.includes("TextToSpeech")) return "tts";
-  if (card?.audio?.kind === "stt" || card?.tasks?.includes("SpeechToText")) return "stt";
+export function speechKind(wire: unknown): SpeechKind {
+  const card = (wire ?? {}) as WireCard;
+  if (card.audio?.kind === "tts" || card.tasks?.includes("TextToSpeech")) return "tts";
+  if (card.audio?.kind === "stt" || card.tasks?.includes("SpeechToText")) return "stt";
   return null;
 }
 
@@ -121,7 +122,9 @@ export function instanceView(
     kind: kind.replace(/Instance$/, ""),
     modelId: sa.modelId,
     contextTokenLimit: body.contextTokenLimit ?? null,
-    speech: first ? speechKind((first as Record<string, { modelCard?: WireCard }>)[tag(first)]?.modelCard) : null,
+    speech: first
+      ? speechKind((first as Record<string, { modelCard?: unknown }>)[tag(first)]?.modelCard)
+      : null,
     shards: Object.entries(sa.nodeToRunner).map(([nodeId, runnerId]) => {
       const shard = sa.runnerToShard[runnerId];
       const inner = shard

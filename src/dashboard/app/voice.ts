@@ -3,6 +3,7 @@
  * model and speaking with a placed text-to-speech model through the audio routes (docs/speech.md).
  */
 import { ApiFailure, failure, headers } from "./api.ts";
+import { micAdvice } from "./voice-advice.ts";
 
 /** /v1/audio/speech takes at most this many characters (docs/speech.md). */
 export const SPEECH_INPUT_LIMIT = 4096;
@@ -14,39 +15,12 @@ export interface Recording {
   cancel(): void;
 }
 
-/** Advice for a failed getUserMedia, by the DOMException's name. */
-export function micAdvice(name: string, message: string): string {
-  switch (name) {
-    case "NotAllowedError":
-    case "SecurityError":
-      return "The browser refused the microphone. Allow microphone access for this page (the icon in the address bar), then try again.";
-    case "NotFoundError":
-    case "OverconstrainedError":
-      return "No microphone was found. Connect one, then try again.";
-    case "NotReadableError":
-      return "The microphone is busy or failed to start. Close other programs using it, then try again.";
-    case "InsecureContext":
-      return "This browser only allows the microphone on secure pages: open the dashboard through https:// or http://localhost (e.g. an SSH tunnel).";
-    default:
-      return `The microphone could not start (${message || name}).`;
-  }
-}
-
-/** Advice for a failed audio request, naming the model and what to do. */
-export function speechAdvice(what: "transcription" | "speech", model: string, f: ApiFailure): string {
-  if (f.status === 0) return `The node did not answer (${f.message}). Check it is running, then retry.`;
-  if (f.status === 404) {
-    return `The ${what} model ${model} is not placed (${f.message}). Launch it from the model store.`;
-  }
-  if (f.status === 503) return `The ${what} model ${model} is not ready yet (${f.message}). Try again in a moment.`;
-  if (f.status >= 500) return `The ${what} model ${model} failed (${f.message}).`;
-  return `The ${what} request was refused (${f.message}).`;
-}
-
 /** Starts recording the default microphone; throws an Error whose message is advice for the user. */
 export async function startRecording(): Promise<Recording> {
   if (!navigator.mediaDevices?.getUserMedia) throw new Error(micAdvice("InsecureContext", ""));
-  if (typeof MediaRecorder === "undefined") throw new Error("This browser cannot record audio (no MediaRecorder).");
+  if (typeof MediaRecorder === "undefined") {
+    throw new Error("This browser cannot record audio (no MediaRecorder).");
+  }
   let stream: MediaStream;
   try {
     stream = await navigator.mediaDevices.getUserMedia({ audio: true });

@@ -6,11 +6,12 @@
  */
 import { useEffect, useRef, useState } from "hono/jsx/dom";
 import { ApiFailure, failure, headers } from "../api.ts";
-import { type InstanceView, instanceReady, instanceView } from "../format.ts";
+import { instanceReady, type InstanceView, instanceView } from "../format.ts";
 import type { Live } from "../main.tsx";
 import { type Answer, emptyAnswer, foldItem, SseParser, type ToolCall } from "../sse.ts";
 import { Empty, Notice } from "../ui.tsx";
-import { type Recording, speechAdvice, startRecording, synthesize, transcribe } from "../voice.ts";
+import { type Recording, startRecording, synthesize, transcribe } from "../voice.ts";
+import { notReady, speechAdvice } from "../voice-advice.ts";
 
 interface Message {
   role: "user" | "assistant";
@@ -66,7 +67,13 @@ function explain(status: number, message: string): string {
 
 /** A picker of placed models; a model that is not ready yet is marked *starting*. */
 function ModelPicker(
-  props: { label: string; models: InstanceView[]; value: string; onPick: (id: string) => void; disabled?: boolean },
+  props: {
+    label: string;
+    models: InstanceView[];
+    value: string;
+    onPick: (id: string) => void;
+    disabled?: boolean;
+  },
 ) {
   return (
     <label class="field">
@@ -257,7 +264,7 @@ export function ChatView(props: { live: Live }) {
   const speak = async (text: string): Promise<boolean> => {
     if (!ttsModel) return false;
     if (!instanceReady(ttsModel)) {
-      setVoiceError(`The speech model ${ttsModel.modelId} is still starting; try again when it is ready.`);
+      setVoiceError(notReady("speech", ttsModel.modelId));
       return false;
     }
     setVoiceError(null);
@@ -304,7 +311,9 @@ export function ChatView(props: { live: Live }) {
         if (answer) await speak(answer);
       } catch (e) {
         setVoiceError(
-          e instanceof ApiFailure ? speechAdvice("transcription", sttModel!.modelId, e) : (e as Error).message,
+          e instanceof ApiFailure
+            ? speechAdvice("transcription", sttModel!.modelId, e)
+            : (e as Error).message,
         );
         setPhase("idle");
       }
@@ -314,9 +323,7 @@ export function ChatView(props: { live: Live }) {
     setVoiceError(null);
     if (!model) return setVoiceError("Launch a chat model first: the voice loop needs one to answer.");
     if (!instanceReady(sttModel)) {
-      return setVoiceError(
-        `The transcription model ${sttModel.modelId} is still starting; try again when it is ready.`,
-      );
+      return setVoiceError(notReady("transcription", sttModel.modelId));
     }
     try {
       recording.current = await startRecording();
