@@ -22,7 +22,8 @@ export interface TestBrowser {
   close(): Promise<void>;
 }
 
-export async function launchBrowser(): Promise<TestBrowser> {
+/** `args`: extra Chromium flags (e.g. a fake microphone for the voice tests). */
+export async function launchBrowser(args: string[] = []): Promise<TestBrowser> {
   const profile = tempDir("skulk-chromium-");
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -36,6 +37,7 @@ export async function launchBrowser(): Promise<TestBrowser> {
       "--no-first-run",
       "--disable-quic",
       "--disable-sync",
+      ...args,
     ],
   });
   return {

@@ -81,8 +81,21 @@ export interface InstanceView {
   kind: string;
   modelId: string;
   contextTokenLimit: number | null;
+  /** What a speech card serves ("tts" speaks, "stt" transcribes); null for chat and embedding models. */
+  speech: SpeechKind;
   /** One row per node: which runner serves which layers there. */
   shards: { nodeId: string; runnerId: string; layers: string; status: RunnerStatus | undefined }[];
+}
+
+export type SpeechKind = "tts" | "stt" | null;
+type WireCard = { tasks?: string[]; audio?: { kind?: string } };
+
+/** The card's speech role, read as src/models/capabilities.ts resolves it (audio.kind, else its tasks). */
+export function speechKind(wire: unknown): SpeechKind {
+  const card = (wire ?? {}) as WireCard;
+  if (card.audio?.kind === "tts" || card.tasks?.includes("TextToSpeech")) return "tts";
+  if (card.audio?.kind === "stt" || card.tasks?.includes("SpeechToText")) return "stt";
+  return null;
 }
 
 export function instanceView(
@@ -103,11 +116,15 @@ export function instanceView(
     }
   >)[kind];
   const sa = body.shardAssignments;
+  const first = Object.values(sa.runnerToShard)[0];
   return {
     id,
     kind: kind.replace(/Instance$/, ""),
     modelId: sa.modelId,
     contextTokenLimit: body.contextTokenLimit ?? null,
+    speech: first
+      ? speechKind((first as Record<string, { modelCard?: unknown }>)[tag(first)]?.modelCard)
+      : null,
     shards: Object.entries(sa.nodeToRunner).map(([nodeId, runnerId]) => {
       const shard = sa.runnerToShard[runnerId];
       const inner = shard

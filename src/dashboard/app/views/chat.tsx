@@ -1,14 +1,17 @@
 /** @jsxImportSource hono/jsx/dom */
 /**
  * Chat: pick a placed model, stream an answer from `/v1/chat/completions` with Stop, reasoning and
- * tool calls shown apart, conversations kept in localStorage, and errors that say what to do.
+ * tool calls shown apart, conversations kept in localStorage, and errors that say what to do. When speech
+ * models are placed: answers spoken on request, and a voice loop (record, transcribe, answer, speak).
  */
 import { useEffect, useRef, useState } from "hono/jsx/dom";
-import { failure, headers } from "../api.ts";
-import { instanceReady, instanceView } from "../format.ts";
+import { ApiFailure, failure, headers } from "../api.ts";
+import { instanceReady, type InstanceView, instanceView } from "../format.ts";
 import type { Live } from "../main.tsx";
 import { type Answer, emptyAnswer, foldItem, SseParser, type ToolCall } from "../sse.ts";
 import { Empty, Notice } from "../ui.tsx";
+import { type Recording, startRecording, synthesize, transcribe } from "../voice.ts";
+import { notReady, speechAdvice } from "../voice-advice.ts";
 
 interface Message {
   role: "user" | "assistant";
@@ -62,9 +65,69 @@ function explain(status: number, message: string): string {
   return message;
 }
 
+/** A picker of placed models; a model that is not ready yet is marked *starting*. */
+function ModelPicker(
+  props: {
+    label: string;
+    models: InstanceView[];
+    value: string;
+    onPick: (id: string) => void;
+    disabled?: boolean;
+  },
+) {
+  return (
+    <label class="field">
+      <span>{props.label}</span>
+      <select
+        value={props.value}
+        onChange={(e: Event) => props.onPick((e.target as HTMLSelectElement).value)}
+        disabled={props.disabled}
+      >
+        {props.models.map((v) => (
+          <option value={v.modelId} selected={v.modelId === props.value}>
+            {v.modelId}
+            {instanceReady(v) ? "" : " (starting)"}
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+// Icon outlines (24-unit grid), drawn inline: the page loads no icon font and emoji fonts vary.
+const MIC = "M12 3a3 3 0 0 0-3 3v6a3 3 0 0 0 6 0V6a3 3 0 0 0-3-3zM5 11a7 7 0 0 0 14 0M12 18v3M8 21h8";
+const STOP = "M7 7h10v10H7z";
+const SPEAKER = "M4 9v6h4l5 4V5L8 9zM16 9a4 4 0 0 1 0 6M18.5 6.5a8 8 0 0 1 0 11";
+
+function Icon(props: { d: string }) {
+  return (
+    <svg
+      class="icon"
+      viewBox="0 0 24 24"
+      aria-hidden="true"
+      fill="none"
+      stroke="currentColor"
+      stroke-width="2"
+      stroke-linecap="round"
+      stroke-linejoin="round"
+    >
+      <path d={props.d} />
+    </svg>
+  );
+}
+
+type VoicePhase = "idle" | "listening" | "transcribing" | "answering" | "speaking";
+const PHASE_TEXT: Record<VoicePhase, string> = {
+  idle: "",
+  listening: "Listening… press the microphone again to send.",
+  transcribing: "Transcribing…",
+  answering: "Answering…",
+  speaking: "Speaking the answer…",
+};
+
 export function ChatView(props: { live: Live }) {
   const s = props.live.state;
-  const placed = s
+  const all = s
     ? [
       ...new Map(
         Object.entries(s.instances).map(([id, i]) => instanceView(id, i, s.runners)).map((
@@ -73,6 +136,18 @@ export function ChatView(props: { live: Live }) {
       ).values(),
     ]
     : [];
+  const placed = all.filter((v) => v.speech === null);
+  const speakers = all.filter((v) => v.speech === "tts");
+  const listeners = all.filter((v) => v.speech === "stt");
+  const [ttsPick, setTtsModel] = useState("");
+  const [sttPick, setSttModel] = useState("");
+  const ttsModel = speakers.find((v) => v.modelId === ttsPick) ?? speakers[0];
+  const sttModel = listeners.find((v) => v.modelId === sttPick) ?? listeners[0];
+  const [phase, setPhase] = useState<VoicePhase>("idle");
+  const [voiceError, setVoiceError] = useState<string | null>(null);
+  const [audioUrl, setAudioUrl] = useState<string | null>(null);
+  const recording = useRef<Recording | null>(null);
+  const audioRef = useRef<HTMLAudioElement | null>(null);
   const [convs, setConvs] = useState<Conversation[]>(loadConversations);
   const [activeId, setActiveId] = useState<string | null>(convs[0]?.id ?? null);
   const [draft, setDraft] = useState("");
@@ -99,7 +174,8 @@ export function ChatView(props: { live: Live }) {
   const update = (id: string, f: (c: Conversation) => Conversation) =>
     setConvs((list) => list.map((c) => (c.id === id ? f(c) : c)).sort((a, b) => b.updatedAt - a.updatedAt));
 
-  const run = async (conv: Conversation, history: Message[]) => {
+  /** Streams the answer into the conversation; gives the answer's text when it completed. */
+  const run = async (conv: Conversation, history: Message[]): Promise<string | null> => {
     const ctrl = new AbortController();
     abort.current = ctrl;
     setStreaming(true);
@@ -134,7 +210,7 @@ export function ChatView(props: { live: Live }) {
       if (!res.ok) {
         const f = await failure(res);
         put({ error: explain(f.status, f.message) });
-        return;
+        return null;
       }
       const parser = new SseParser();
       const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -148,6 +224,7 @@ export function ChatView(props: { live: Live }) {
       if (!answer.done && !answer.error) {
         put({ error: explain(500, "the stream ended before the answer was complete") });
       }
+      return answer.done && !answer.error ? answer.content : null;
     } catch (e) {
       if ((e as Error).name === "AbortError") {
         put({ stopped: true });
@@ -156,16 +233,15 @@ export function ChatView(props: { live: Live }) {
           fetch(url, { method: "POST", headers: headers() }).catch(() => undefined);
         }
       } else put({ error: explain(0, (e as Error).message) });
+      return null;
     } finally {
       abort.current = null;
       setStreaming(false);
     }
   };
 
-  const send = (e?: Event) => {
-    e?.preventDefault();
-    const text = draft.trim();
-    if (!text || streaming || !model) return;
+  const ask = (text: string): Promise<string | null> | null => {
+    if (!text || streaming || !model) return null;
     let conv = active && active.model === model ? active : null;
     if (!conv) {
       conv = newConversation(model);
@@ -176,8 +252,85 @@ export function ChatView(props: { live: Live }) {
     const title = conv.messages.length === 0 ? text.slice(0, 60) : conv.title;
     const next = { ...conv, title, messages: history, updatedAt: Date.now() };
     setConvs((l) => [next, ...l.filter((c) => c.id !== next.id)]);
-    setDraft("");
-    run(next, history);
+    return run(next, history);
+  };
+
+  const send = (e?: Event) => {
+    e?.preventDefault();
+    if (ask(draft.trim())) setDraft("");
+  };
+
+  /** Speaks `text` with the picked speech model and plays it; false when it could not. */
+  const speak = async (text: string): Promise<boolean> => {
+    if (!ttsModel) return false;
+    if (!instanceReady(ttsModel)) {
+      setVoiceError(notReady("speech", ttsModel.modelId));
+      return false;
+    }
+    setVoiceError(null);
+    setPhase("speaking");
+    try {
+      const wav = await synthesize(ttsModel.modelId, text);
+      if (audioUrl) URL.revokeObjectURL(audioUrl);
+      const url = URL.createObjectURL(wav);
+      setAudioUrl(url);
+      const el = audioRef.current;
+      if (el) {
+        el.src = url;
+        // Autoplay may be refused when the click that started this is long past: the player stays visible.
+        await el.play().catch(() => undefined);
+      }
+      return true;
+    } catch (e) {
+      setVoiceError(
+        e instanceof ApiFailure ? speechAdvice("speech", ttsModel.modelId, e) : (e as Error).message,
+      );
+      return false;
+    } finally {
+      setPhase("idle");
+    }
+  };
+
+  /** The voice loop: first press listens, second press transcribes, asks, and speaks the answer. */
+  const toggleMic = async () => {
+    if (phase === "listening") {
+      const rec = recording.current!;
+      recording.current = null;
+      setPhase("transcribing");
+      try {
+        const audio = await rec.stop();
+        const text = await transcribe(sttModel!.modelId, audio);
+        if (!text) {
+          setVoiceError("No words were heard. Speak closer to the microphone, then try again.");
+          setPhase("idle");
+          return;
+        }
+        setPhase("answering");
+        const answer = await ask(text);
+        setPhase("idle");
+        if (answer) await speak(answer);
+      } catch (e) {
+        setVoiceError(
+          e instanceof ApiFailure
+            ? speechAdvice("transcription", sttModel!.modelId, e)
+            : (e as Error).message,
+        );
+        setPhase("idle");
+      }
+      return;
+    }
+    if (phase !== "idle" || !sttModel) return;
+    setVoiceError(null);
+    if (!model) return setVoiceError("Launch a chat model first: the voice loop needs one to answer.");
+    if (!instanceReady(sttModel)) {
+      return setVoiceError(notReady("transcription", sttModel.modelId));
+    }
+    try {
+      recording.current = await startRecording();
+      setPhase("listening");
+    } catch (e) {
+      setVoiceError((e as Error).message);
+    }
   };
 
   const retry = () => {
@@ -244,6 +397,31 @@ export function ChatView(props: { live: Live }) {
               ))}
             </select>
           </label>
+          {listeners.length > 0 && (
+            <ModelPicker
+              label="Transcription model"
+              models={listeners}
+              value={sttModel!.modelId}
+              onPick={setSttModel}
+              disabled={phase !== "idle"}
+            />
+          )}
+          {speakers.length > 0 && (
+            <ModelPicker
+              label="Speech model"
+              models={speakers}
+              value={ttsModel!.modelId}
+              onPick={setTtsModel}
+              disabled={phase === "speaking"}
+            />
+          )}
+          <audio
+            ref={audioRef}
+            class="voice-player"
+            controls
+            hidden={!audioUrl}
+            aria-label="Spoken answer"
+          />
         </div>
         {placed.length === 0 && (
           <Notice tone="info">
@@ -282,10 +460,27 @@ export function ChatView(props: { live: Live }) {
                     {m.error}
                   </Notice>
                 )}
+                {ttsModel && m.role === "assistant" && m.content &&
+                  !(streaming && i === active.messages.length - 1) && (
+                  <button
+                    type="button"
+                    class="btn btn-small speak"
+                    onClick={() => speak(m.content)}
+                    disabled={phase !== "idle"}
+                  >
+                    <Icon d={SPEAKER} /> Speak this answer
+                  </button>
+                )}
               </div>
             ))}
           <div ref={endRef} />
         </div>
+        {(phase !== "idle" || voiceError) && (
+          <div class="voice-status">
+            {phase !== "idle" && <p role="status" class="muted">{PHASE_TEXT[phase]}</p>}
+            {voiceError && <Notice tone="error">{voiceError}</Notice>}
+          </div>
+        )}
         <form class="composer" onSubmit={send}>
           <label class="sr-only" for="chat-input">Message</label>
           <textarea
@@ -298,6 +493,19 @@ export function ChatView(props: { live: Live }) {
               if (e.key === "Enter" && !e.shiftKey) send(e);
             }}
           />
+          {sttModel && (
+            <button
+              type="button"
+              class={`btn mic${phase === "listening" ? " listening" : ""}`}
+              aria-label={phase === "listening" ? "Stop recording and send" : "Record a voice message"}
+              aria-pressed={phase === "listening" ? "true" : "false"}
+              title={phase === "listening" ? "Stop recording and send" : "Record a voice message"}
+              onClick={toggleMic}
+              disabled={phase !== "idle" && phase !== "listening"}
+            >
+              <Icon d={phase === "listening" ? STOP : MIC} />
+            </button>
+          )}
           {streaming
             ? (
               <button type="button" class="btn btn-danger" onClick={() => abort.current?.abort()}>
