@@ -3,23 +3,22 @@
  * without copying, to a Worker (sink-worker.ts) that writes, hashes and syncs it, then hands it back for reuse.
  */
 
-export type SinkRequest =
-  | { type: "open"; path: string; start: number; hash: boolean }
-  | { type: "write"; buf: ArrayBuffer; length: number }
-  | { type: "finish" };
-
-export type SinkReply =
-  | { type: "opened" }
-  | { type: "written"; buf: ArrayBuffer; length: number }
-  | { type: "finished"; sha256: string | null }
-  | { type: "error"; message: string };
+import { diskServer, type SinkReply, type SinkRequest } from "./disk-writer.ts";
+import { logger } from "../log/mod.ts";
 
 const BUFFER_BYTES = 4 * 1024 * 1024;
 /** Buffers in flight: one filling here, the others queued for or being written there. Memory is fixed at 4 x 4 MiB. */
 const BUFFERS = 4;
 
+const log = logger("downloads");
+let workerUnavailable = false;
+
 export class FileSink {
-  private readonly worker: Worker;
+  /** Requests to the disk side: a worker, or this thread where a worker could not start. */
+  private send: (msg: SinkRequest, transfer?: Transferable[]) => void;
+  private worker: Worker | null;
+  /** The worker itself failed (did not load, or died), as opposed to reporting a disk error. */
+  private crashed = false;
   private readonly free: ArrayBuffer[] = [];
   private current: Uint8Array;
   private fill = 0;
@@ -30,18 +29,31 @@ export class FileSink {
   private failure: Error | null = null;
   private freed: (() => void) | null = null;
 
-  private constructor(start: number, private readonly onWritten: (bytesOnDisk: number) => void) {
-    // A literal URL beside the module, so `deno compile` finds and embeds the worker.
-    this.worker = new Worker(new URL("./sink-worker.ts", import.meta.url).href, { type: "module" });
+  private constructor(
+    start: number,
+    private readonly onWritten: (bytesOnDisk: number) => void,
+    inThread: boolean,
+  ) {
+    if (inThread) {
+      this.worker = null;
+      const serve = diskServer((r) => this.receive(r));
+      this.send = (msg) => serve(msg);
+    } else {
+      // A literal URL beside the module; `deno compile` embeds it through `--include` (see the Makefile).
+      const worker = new Worker(new URL("./sink-worker.ts", import.meta.url).href, { type: "module" });
+      worker.onmessage = (e: MessageEvent<SinkReply>) => this.receive(e.data);
+      worker.onerror = (e: ErrorEvent) => {
+        e.preventDefault();
+        this.crashed = true;
+        this.fail(new Error(`download writer failed: ${e.message}`));
+      };
+      this.worker = worker;
+      this.send = (msg, transfer = []) => worker.postMessage(msg, transfer);
+    }
     this.written = start;
     this.queued = start;
     for (let i = 0; i < BUFFERS; i++) this.free.push(new ArrayBuffer(BUFFER_BYTES));
     this.current = new Uint8Array(this.free.pop()!);
-    this.worker.onmessage = (e: MessageEvent<SinkReply>) => this.receive(e.data);
-    this.worker.onerror = (e: ErrorEvent) => {
-      e.preventDefault();
-      this.fail(new Error(`download writer failed: ${e.message}`));
-    };
   }
 
   /** Opens `path` at `start` in a new worker; with `hash`, the first `start` bytes are hashed there first. */
@@ -51,14 +63,20 @@ export class FileSink {
     hash: boolean,
     onWritten: (bytesOnDisk: number) => void,
   ): Promise<FileSink> {
-    const sink = new FileSink(start, onWritten);
+    const sink = new FileSink(start, onWritten, workerUnavailable);
     try {
       await sink.request({ type: "open", path, start, hash });
+      return sink;
     } catch (e) {
       sink.close();
-      throw e;
+      if (!sink.crashed) throw e;
+      // A worker that cannot start (a binary built without its module) costs speed, not the download.
+      workerUnavailable = true;
+      log.warn("download writer worker unavailable; writing and hashing in the main thread", {
+        error: String(e),
+      });
+      return FileSink.open(path, start, hash, onWritten);
     }
-    return sink;
   }
 
   /** Bytes handed to the sink so far, counting from the start of the file. */
@@ -86,7 +104,7 @@ export class FileSink {
     const buf = this.current.buffer as ArrayBuffer;
     this.fill = 0;
     this.queued += length;
-    this.worker.postMessage({ type: "write", buf, length } satisfies SinkRequest, [buf]);
+    this.send({ type: "write", buf, length }, [buf]);
     while (this.free.length === 0) {
       this.throwIfFailed();
       await new Promise<void>((r) => (this.freed = r));
@@ -110,14 +128,14 @@ export class FileSink {
   }
 
   close(): void {
-    this.worker.terminate();
+    this.worker?.terminate();
   }
 
   private request(msg: SinkRequest): Promise<SinkReply> {
     this.throwIfFailed();
     // Replies come in request order; "written" replies are consumed by receive(), the others by a waiter.
     const reply = new Promise<SinkReply>((resolve) => this.waiters.push(resolve));
-    this.worker.postMessage(msg);
+    this.send(msg);
     return reply.then((r) => {
       if (r.type === "error") throw new Error(r.message);
       return r;
