@@ -1,8 +1,9 @@
 /**
  * Download benchmark, measured side by side in one run against the loopback fake hub (a separate process):
  * throughput of the DownloadManager (verified, fsynced) vs `curl` of the same file, and RSS while downloading
- * a large sparse file (memory must stay flat: the body is streamed, never buffered).
- *   deno run -A bench/downloads.ts [--size-mb 1024] [--large-gb 3] [--rounds 3]
+ * a large sparse file (memory must stay flat: the body is streamed, never buffered). Runs are interleaved (the
+ * order alternates each round); every run's figure is printed, then medians and the median of per-round ratios.
+ *   deno run -A bench/downloads.ts [--size-mb 1024] [--large-gb 3 (0 skips)] [--rounds 5]
  */
 import { parseArgs } from "node:util";
 import { DownloadManager } from "../src/downloads/manager.ts";
@@ -14,7 +15,7 @@ const { values } = parseArgs({
   options: {
     "size-mb": { type: "string", default: "1024" },
     "large-gb": { type: "string", default: "3" },
-    rounds: { type: "string", default: "3" },
+    rounds: { type: "string", default: "5" },
   },
 });
 const SIZE_MB = Number(values["size-mb"]);
@@ -73,13 +74,22 @@ async function timeSkulk(url: string, modelsDir: string): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
-async function timeCurl(url: string, dest: string, fsync: boolean): Promise<number> {
+/** curl of the same file; `then` adds what skulk does after the bytes arrive (fsync, or sha256 and fsync). */
+async function timeCurl(
+  url: string,
+  dest: string,
+  then: "nothing" | "fsync" | "sha256+fsync",
+): Promise<number> {
   const t0 = performance.now();
   const out = await new Deno.Command("curl", {
     args: ["-sSf", "-o", dest, `${url}/${REPO}/resolve/main/${FILE}`],
   }).output();
   if (!out.success) throw new Error(`curl failed: ${new TextDecoder().decode(out.stderr)}`);
-  if (fsync) {
+  if (then === "sha256+fsync") {
+    const sum = await new Deno.Command("sha256sum", { args: [dest], stdout: "null" }).output();
+    if (!sum.success) throw new Error("sha256sum failed");
+  }
+  if (then !== "nothing") {
     using f = await Deno.open(dest, { read: true, write: true });
     await f.syncData();
   }
@@ -100,14 +110,21 @@ async function throughput(): Promise<void> {
   const hub = await startHub(dir);
   const sizeOnly = await startHub(dir, true);
   try {
-    const times: Record<string, number[]> = { skulk: [], "skulk-size-only": [], curl: [], "curl+fsync": [] };
+    const names = ["skulk", "curl", "skulk-size-only", "curl+fsync", "curl+sha256+fsync"] as const;
+    type Name = typeof names[number];
+    const times = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
+    const rate = (secs: number) => bytes / secs;
+    console.log(
+      `throughput, ${SIZE_MB} MB random file over loopback, ${ROUNDS} interleaved rounds; MB/s per run:`,
+    );
     for (let i = 0; i < ROUNDS; i++) {
-      // Alternate the order so neither side always meets a warmer cache.
-      const runs: [string, () => Promise<number>][] = [
+      // Alternate the order so neither side always meets a warmer cache or a quieter machine.
+      const runs: [Name, () => Promise<number>][] = [
         ["skulk", () => timeSkulk(hub.url, `${work}/m-${i}`)],
-        ["curl", () => timeCurl(hub.url, `${work}/curl-${i}`, false)],
+        ["curl", () => timeCurl(hub.url, `${work}/curl-${i}`, "nothing")],
         ["skulk-size-only", () => timeSkulk(sizeOnly.url, `${work}/s-${i}`)],
-        ["curl+fsync", () => timeCurl(hub.url, `${work}/curlsync-${i}`, true)],
+        ["curl+fsync", () => timeCurl(hub.url, `${work}/curlsync-${i}`, "fsync")],
+        ["curl+sha256+fsync", () => timeCurl(hub.url, `${work}/curlsha-${i}`, "sha256+fsync")],
       ];
       if (i % 2 === 1) runs.reverse();
       for (const [name, run] of runs) {
@@ -116,24 +133,32 @@ async function throughput(): Promise<void> {
         await new Deno.Command("sync").output();
         times[name].push(await run());
       }
-      for (const p of [`${work}/m-${i}`, `${work}/s-${i}`, `${work}/curl-${i}`, `${work}/curlsync-${i}`]) {
+      for (const p of ["m", "s", "curl", "curlsync", "curlsha"].map((k) => `${work}/${k}-${i}`)) {
         Deno.removeSync(p, { recursive: true });
       }
+      console.log(
+        `  round ${i + 1} (load ${loadavg()}): ` +
+          names.map((n) => `${n} ${mb(rate(times[n][i]))}`).join(", "),
+      );
     }
-    const rate = (name: string) => bytes / median(times[name]);
-    const line = (label: string, name: string) =>
-      console.log(`  ${label.padEnd(46)} ${mb(rate(name))} MB/s (${median(times[name]).toFixed(2)} s)`);
-    console.log(
-      `throughput, ${SIZE_MB} MB random file over loopback, median of ${ROUNDS} (load average ${loadavg()}):`,
-    );
+    const line = (label: string, name: Name) =>
+      console.log(
+        `  ${label.padEnd(50)} ${mb(rate(median(times[name])))} MB/s (${median(times[name]).toFixed(2)} s)`,
+      );
+    console.log(`medians of ${ROUNDS} (load average now ${loadavg()}):`);
     line("skulk (sha256 + size verified, fsync, rename):", "skulk");
     line("skulk (size only: the hub gives no hash):", "skulk-size-only");
     line("curl -o file:", "curl");
     line("curl -o file, then fsync:", "curl+fsync");
-    const r = (a: string, b: string) => (rate(a) / rate(b)).toFixed(2);
+    line("curl -o file, then sha256sum and fsync:", "curl+sha256+fsync");
+    // Each round's runs ran back to back, so a per-round ratio cancels most of the machine's drift.
+    const ratio = (a: Name, b: Name) => median(times[a].map((t, i) => times[b][i] / t)).toFixed(2);
     console.log(
-      `  ratio skulk/curl = ${r("skulk", "curl")}; skulk/(curl+fsync) = ${r("skulk", "curl+fsync")}; ` +
-        `size-only/curl = ${r("skulk-size-only", "curl")}   (target >= 0.9)`,
+      `  ratio (median of per-round ratios): skulk/curl = ${ratio("skulk", "curl")}; ` +
+        `skulk/(curl+fsync) = ${ratio("skulk", "curl+fsync")}; ` +
+        `skulk/(curl+sha256+fsync) = ${ratio("skulk", "curl+sha256+fsync")}; ` +
+        `size-only/curl = ${ratio("skulk-size-only", "curl")}; ` +
+        `size-only/(curl+fsync) = ${ratio("skulk-size-only", "curl+fsync")}   (target >= 0.9)`,
     );
   } finally {
     await hub.stop();
@@ -193,7 +218,7 @@ async function memory(): Promise<void> {
 
 try {
   await throughput();
-  await memory();
+  if (LARGE_GB > 0) await memory();
 } finally {
   Deno.removeSync(work, { recursive: true });
 }

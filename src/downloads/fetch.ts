@@ -30,6 +30,8 @@ export interface FetchFileResult {
 }
 
 const FLUSH_INTERVAL_MS = 250;
+/** Below this many bytes to fetch, writing and hashing stay in this thread (a worker takes 30-80 ms to start). */
+const WORKER_FROM_BYTES = 1 << 20;
 
 export const partialPath = (dest: string) => `${dest}.partial`;
 
@@ -203,7 +205,8 @@ async function streamInto(
   // The disk side (write, sha256, rolling fsync) runs in a worker; this thread only reads the socket and copies.
   let sink: FileSink;
   try {
-    sink = await FileSink.open(partialPath(o.dest), offset, hash, (at) => o.onBytes?.(at));
+    const small = o.size !== null && o.size - offset < WORKER_FROM_BYTES;
+    sink = await FileSink.open(partialPath(o.dest), offset, hash, (at) => o.onBytes?.(at), small);
   } catch (e) {
     await res.body?.cancel().catch(() => {});
     if (isNoSpace(e)) throw e;

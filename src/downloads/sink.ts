@@ -56,14 +56,18 @@ export class FileSink {
     this.current = new Uint8Array(this.free.pop()!);
   }
 
-  /** Opens `path` at `start` in a new worker; with `hash`, the first `start` bytes are hashed there first. */
+  /**
+   * Opens `path` at `start`, in a new worker unless `inThread` (a worker costs 30-80 ms to start: more than a
+   * small file takes); with `hash`, the first `start` bytes are hashed first.
+   */
   static async open(
     path: string,
     start: number,
     hash: boolean,
     onWritten: (bytesOnDisk: number) => void,
+    inThread = false,
   ): Promise<FileSink> {
-    const sink = new FileSink(start, onWritten, workerUnavailable);
+    const sink = new FileSink(start, onWritten, inThread || workerUnavailable);
     try {
       await sink.request({ type: "open", path, start, hash });
       return sink;
@@ -75,7 +79,7 @@ export class FileSink {
       log.warn("download writer worker unavailable; writing and hashing in the main thread", {
         error: String(e),
       });
-      return FileSink.open(path, start, hash, onWritten);
+      return FileSink.open(path, start, hash, onWritten, true);
     }
   }
 
