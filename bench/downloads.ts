@@ -5,6 +5,7 @@
  * order alternates each round); every run's figure is printed, then medians and the median of per-round ratios.
  *   deno run -A bench/downloads.ts [--size-mb 1024] [--large-gb 3 (0 skips)] [--rounds 5]
  */
+import process from "node:process";
 import { parseArgs } from "node:util";
 import { DownloadManager } from "../src/downloads/manager.ts";
 import { Catalog } from "../src/models/catalog.ts";
@@ -68,10 +69,24 @@ function manager(url: string, modelsDir: string): DownloadManager {
   });
 }
 
-async function timeSkulk(url: string, modelsDir: string): Promise<number> {
+interface Run {
+  secs: number;
+  /** CPU seconds (user + system, all threads) the downloading side spent: a figure the machine's load disturbs less. */
+  cpu: number;
+}
+
+/** CPU seconds this process's reaped children have used (/proc/self/stat cutime + cstime). */
+function childCpu(): number {
+  const f = Deno.readTextFileSync("/proc/self/stat").split(") ")[1].split(" ");
+  return (Number(f[13]) + Number(f[14])) / 100;
+}
+
+async function timeSkulk(url: string, modelsDir: string): Promise<Run> {
   const t0 = performance.now();
+  const c0 = process.cpuUsage();
   await manager(url, modelsDir).ensure(card);
-  return (performance.now() - t0) / 1000;
+  const c = process.cpuUsage(c0);
+  return { secs: (performance.now() - t0) / 1000, cpu: (c.user + c.system) / 1e6 };
 }
 
 /** curl of the same file; `then` adds what skulk does after the bytes arrive (fsync, or sha256 and fsync). */
@@ -79,8 +94,9 @@ async function timeCurl(
   url: string,
   dest: string,
   then: "nothing" | "fsync" | "sha256+fsync",
-): Promise<number> {
+): Promise<Run> {
   const t0 = performance.now();
+  const c0 = childCpu();
   const out = await new Deno.Command("curl", {
     args: ["-sSf", "-o", dest, `${url}/${REPO}/resolve/main/${FILE}`],
   }).output();
@@ -93,7 +109,7 @@ async function timeCurl(
     using f = await Deno.open(dest, { read: true, write: true });
     await f.syncData();
   }
-  return (performance.now() - t0) / 1000;
+  return { secs: (performance.now() - t0) / 1000, cpu: childCpu() - c0 };
 }
 
 const loadavg = () => Deno.readTextFileSync("/proc/loadavg").split(" ").slice(0, 3).join(" ");
@@ -113,13 +129,14 @@ async function throughput(): Promise<void> {
     const names = ["skulk", "curl", "skulk-size-only", "curl+fsync", "curl+sha256+fsync"] as const;
     type Name = typeof names[number];
     const times = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
+    const cpus = Object.fromEntries(names.map((n) => [n, [] as number[]])) as Record<Name, number[]>;
     const rate = (secs: number) => bytes / secs;
     console.log(
       `throughput, ${SIZE_MB} MB random file over loopback, ${ROUNDS} interleaved rounds; MB/s per run:`,
     );
     for (let i = 0; i < ROUNDS; i++) {
       // Alternate the order so neither side always meets a warmer cache or a quieter machine.
-      const runs: [Name, () => Promise<number>][] = [
+      const runs: [Name, () => Promise<Run>][] = [
         ["skulk", () => timeSkulk(hub.url, `${work}/m-${i}`)],
         ["curl", () => timeCurl(hub.url, `${work}/curl-${i}`, "nothing")],
         ["skulk-size-only", () => timeSkulk(sizeOnly.url, `${work}/s-${i}`)],
@@ -131,7 +148,9 @@ async function throughput(): Promise<void> {
         // Each run starts with no dirty pages left by the one before (curl leaves its file to the kernel's
         // writeback, which would otherwise slow whichever run comes next).
         await new Deno.Command("sync").output();
-        times[name].push(await run());
+        const { secs, cpu } = await run();
+        times[name].push(secs);
+        cpus[name].push(cpu);
       }
       for (const p of ["m", "s", "curl", "curlsync", "curlsha"].map((k) => `${work}/${k}-${i}`)) {
         Deno.removeSync(p, { recursive: true });
@@ -159,6 +178,12 @@ async function throughput(): Promise<void> {
         `skulk/(curl+sha256+fsync) = ${ratio("skulk", "curl+sha256+fsync")}; ` +
         `size-only/curl = ${ratio("skulk-size-only", "curl")}; ` +
         `size-only/(curl+fsync) = ${ratio("skulk-size-only", "curl+fsync")}   (target >= 0.9)`,
+    );
+    const perGb = (n: Name) => (median(cpus[n]) / (bytes / 1e9)).toFixed(2);
+    console.log(
+      `  CPU seconds per GB (median; the hub's own CPU not counted): skulk ${perGb("skulk")}, ` +
+        `skulk size-only ${perGb("skulk-size-only")}, curl ${perGb("curl")}, ` +
+        `curl + sha256sum ${perGb("curl+sha256+fsync")}`,
     );
   } finally {
     await hub.stop();
