@@ -5,6 +5,7 @@
  * serving the model again. Prints ratios against the single node.
  *   deno run -A bench/pooled.ts [--requests N] [--tokens N] [--width W] [--layers L] [--threads T] [--no-heal]
  */
+import { median, type StreamTiming, timeChatStream } from "./lib/stream.ts";
 import { type Daemon, startDaemon } from "../tests/helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
 import { oneMaster, waitFor } from "../tests/helpers/multinode.ts";
@@ -28,54 +29,16 @@ const model = await tinyModel({ width: WIDTH, layers: LAYERS, heads: 8, kvHeads:
 const llamaServer = await engineBinary("llama-server");
 const rpcServer = await engineBinary("ggml-rpc-server");
 
-interface Sample {
-  ttftMs: number;
-  tps: number;
-}
+type Sample = StreamTiming;
 
-async function stream(url: string, i: number): Promise<Sample> {
-  const body = {
+const stream = (url: string, i: number): Promise<Sample> =>
+  timeChatStream(url, {
     messages: [{ role: "user", content: `Write about the sea, variation ${i}` }],
     max_tokens: TOKENS,
-    stream: true,
     temperature: 0,
     seed: 1,
     ignore_eos: true,
-  };
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
   });
-  if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
-  const reader = res.body!.getReader();
-  const dec = new TextDecoder();
-  let first = 0;
-  let last = 0;
-  let tokens = 0;
-  let buf = "";
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    buf += dec.decode(value, { stream: true });
-    let nl;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (!line.startsWith("data: {")) continue;
-      const c = JSON.parse(line.slice(6));
-      if (!c.choices?.[0]?.delta?.content) continue;
-      const now = performance.now();
-      if (!first) first = now;
-      last = now;
-      tokens++;
-    }
-  }
-  return { ttftMs: first - t0, tps: tokens > 1 ? (tokens - 1) / ((last - first) / 1000) : 0 };
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Starts donors (in namespaces when `where` says so) and a driver, measures, and stops everything. */
 async function measure(label: string, donors: { host: string; netns?: string }[]): Promise<Sample> {

@@ -4,6 +4,7 @@
  * the extra time to first token at the median (target <= 5 ms).
  *   deno run -A bench/proxy-overhead.ts [--requests N] [--tokens N] [--width W] [--layers L]
  */
+import { median, timeChatStream } from "./lib/stream.ts";
 import { startDaemon } from "../tests/helpers/daemon.ts";
 import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
 import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
@@ -24,7 +25,13 @@ const model = await tinyModel({
 });
 
 const node = await startDaemon({
-  env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_LOG_LEVEL: "warning" },
+  env: {
+    SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"),
+    SKULK_LOG_LEVEL: "warning",
+    // One engine thread leaves a core for the proxy and the client: on 2 cores a spinning engine on both
+    // would turn any proxy work into lost decode time and measure contention instead of the proxy.
+    SKULK_LLAMA_THREADS: String(arg("threads", 1)),
+  },
 });
 try {
   const card = localCardWire("bench/tiny", model, {
@@ -58,45 +65,15 @@ try {
     modelId: string | undefined,
     i: number,
   ): Promise<{ ttft: number; tps: number }> => {
-    const body = {
+    const t = await timeChatStream(url, {
       ...(modelId ? { model: modelId } : {}),
       messages: [{ role: "user", content: `Write about the sea, variation ${i}` }],
       max_tokens: TOKENS,
-      stream: true,
       temperature: 0,
       seed: 1,
       ignore_eos: true,
-    };
-    const t0 = performance.now();
-    const res = await fetch(`${url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(body),
     });
-    const reader = res.body!.getReader();
-    const dec = new TextDecoder();
-    let first = 0;
-    let last = 0;
-    let tokens = 0;
-    let buf = "";
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buf += dec.decode(value, { stream: true });
-      let nl;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (!line.startsWith("data: {")) continue;
-        const c = JSON.parse(line.slice(6));
-        if (c.choices?.[0]?.delta?.content) {
-          tokens++;
-          last = performance.now();
-          if (!first) first = last;
-        }
-      }
-    }
-    return { ttft: first - t0, tps: tokens > 1 ? (tokens - 1) / ((last - first) / 1000) : NaN };
+    return { ttft: t.ttftMs, tps: t.tps };
   };
 
   const direct: { ttft: number; tps: number }[] = [];
@@ -113,7 +90,6 @@ try {
       direct.push(await run(`http://127.0.0.1:${enginePort}`, undefined, i));
     }
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const dT = median(direct.map((r) => r.tps));
   const pT = median(proxied.map((r) => r.tps));
   const dF = median(direct.map((r) => r.ttft));

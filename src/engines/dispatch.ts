@@ -114,6 +114,8 @@ export async function prepareEngine(
             mmproj,
             rpc: llama.rpc,
             verbosity: llama.verbosity,
+            // Operators can keep cores free for other work; llama.cpp's default is every core.
+            threads: Number(Deno.env.get("SKULK_LLAMA_THREADS")) || undefined,
           }, registry),
       };
     }

@@ -35,6 +35,12 @@ export function sseData(obj: unknown): string {
   return `data: ${JSON.stringify(obj)}\n\n`;
 }
 
+/**
+ * llama-server's plain content delta, by far its most common chunk: the content's JSON string literal is
+ * captured as it is, so it can be spliced into our frame without parsing and re-serialising the chunk.
+ */
+const PLAIN_CONTENT = /^\{"choices":\[\{"finish_reason":null,"index":0,"delta":\{"content":("(?:[^"\\]|\\.)*")\}\}\],"created":\d+,"id":"[^"\\]*","model":"(?:[^"\\]|\\.)*","system_fingerprint":"[^"\\]*","object":"chat\.completion\.chunk"\}$/;
+
 export class ChatStreamTranslator {
   readonly #tools = new Map<number, ToolCallAcc>();
   #finish: string | null = null;
@@ -42,11 +48,18 @@ export class ChatStreamTranslator {
   #timings: UpstreamChunk["timings"] | null = null;
   #done = false;
 
+  /** The text around a plain content delta's string literal, built once per stream. */
+  readonly #plainHead: string;
+  readonly #plainTail = `},"logprobs":null,"finish_reason":null}],"usage":null,"service_tier":null}\n\n`;
+
   constructor(
     readonly commandId: string,
     readonly model: string,
     readonly created = Math.floor(Date.now() / 1000),
-  ) {}
+  ) {
+    this.#plainHead = `data: {"id":${JSON.stringify(commandId)},"object":"chat.completion","created":${created},` +
+      `"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":{"role":"assistant","content":`;
+  }
 
   /** True once the closing frames were produced: nothing more will be sent. */
   get done(): boolean {
@@ -78,6 +91,8 @@ export class ChatStreamTranslator {
   push(payload: string): string {
     if (this.#done) return "";
     if (payload.trim() === "[DONE]") return this.end();
+    const plain = PLAIN_CONTENT.exec(payload);
+    if (plain) return plain[1] === '""' ? "" : this.#plainHead + plain[1] + this.#plainTail;
     let chunk: UpstreamChunk & { error?: unknown };
     try {
       chunk = JSON.parse(payload);

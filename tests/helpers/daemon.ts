@@ -2,6 +2,8 @@
  * Test harness for real node processes: spawns `skulk run` from source on a free port with a temporary
  * data dir, waits until it serves, and stops (or kills) it. Every test cleans up through `stop()`.
  */
+import { queryReadOnly } from "../../src/store/readonly.ts";
+
 const ROOT = new URL("../..", import.meta.url).pathname;
 export const DENO = Deno.env.get("DENO_BIN") ?? Deno.execPath();
 export const MAIN = `${ROOT}src/main.ts`;
@@ -34,6 +36,28 @@ export async function skulk(
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
+/** Kills the engines a daemon recorded in its data dir, checked by command line like the daemon's own reaper. */
+export async function killEngines(dataDir: string): Promise<void> {
+  let rows: { pid: number; command: string }[];
+  try {
+    rows = (await queryReadOnly(`${dataDir}/skulk.db`, "SELECT pid, command FROM engine_processes")).rows as typeof rows;
+  } catch {
+    return; // no database yet, or nothing recorded
+  }
+  for (const { pid, command } of rows) {
+    let running: string | undefined;
+    try {
+      running = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0")[0];
+    } catch {
+      continue;
+    }
+    if (running !== (JSON.parse(command) as string[])[0]) continue;
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch { /* gone meanwhile */ }
+  }
+}
+
 export interface Daemon {
   url: string;
   port: number;
@@ -45,7 +69,11 @@ export interface Daemon {
   /** SIGTERM, then wait for exit; returns the exit code. */
   stop(): Promise<number>;
   /** SIGKILL, then wait for exit. */
-  kill(): Promise<void>;
+  /**
+   * SIGKILL, then wait for exit. The engines it started are killed too (as if its machine went down),
+   * unless `orphanEngines` keeps them for a test of reaping.
+   */
+  kill(opts?: { orphanEngines?: boolean }): Promise<void>;
   exited: Promise<Deno.CommandStatus>;
 }
 
@@ -132,11 +160,12 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
       } catch { /* already gone */ }
       return (await exited).code;
     },
-    kill: async () => {
+    kill: async (killOpts = {}) => {
       try {
         child.kill("SIGKILL");
       } catch { /* already gone */ }
       await exited;
+      if (!killOpts.orphanEngines) await killEngines(dataDir);
     },
   };
 }

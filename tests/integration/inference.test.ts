@@ -282,7 +282,7 @@ describe("a crashed daemon", () => {
     const first = await startDaemon({ dataDir, env });
     const { runnerId } = await place(first);
     const [orphan] = await enginePids(dataDir);
-    await first.kill();
+    await first.kill({ orphanEngines: true });
     expect(pidAlive(orphan)).toBe(true);
     const second = await startDaemon({ dataDir, env });
     try {

@@ -154,6 +154,27 @@ describe("the chat stream translator", () => {
     expect(ev.at(-1)).toBe("data: [DONE]");
   });
 
+  it("frames llama-server's plain content deltas the same on the fast path as on the parsing path", () => {
+    const plain = (content: string) =>
+      JSON.stringify({
+        choices: [{ finish_reason: null, index: 0, delta: { content } }],
+        created: 1796226699,
+        id: "chatcmpl-x",
+        model: "/m/tiny \"q\".gguf",
+        system_fingerprint: "b1",
+        object: "chat.completion.chunk",
+      });
+    // Same chunk with its keys in another order: not the fast path's shape, so it is parsed.
+    const reordered = (content: string) => JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content }, finish_reason: null }] });
+    for (const content of [" Hello", "a\"quote\"", "back\\slash", "line\nbreak", "ünïcødé ✓"]) {
+      const fast = new ChatStreamTranslator("c", "m/x", 7).push(plain(content));
+      const slow = new ChatStreamTranslator("c", "m/x", 7).push(reordered(content));
+      expect(JSON.parse(fast.slice(6))).toEqual(JSON.parse(slow.slice(6)));
+      expect(JSON.parse(fast.slice(6)).choices[0].delta.content).toBe(content);
+    }
+    expect(new ChatStreamTranslator("c", "m").push(plain(""))).toBe("");
+  });
+
   it("sends each tool call whole in one delta", () => {
     const t = new ChatStreamTranslator("c", "m");
     const out = drain(t, [
