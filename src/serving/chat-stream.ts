@@ -39,7 +39,8 @@ export function sseData(obj: unknown): string {
  * llama-server's plain content delta, by far its most common chunk: the content's JSON string literal is
  * captured as it is, so it can be spliced into our frame without parsing and re-serialising the chunk.
  */
-const PLAIN_CONTENT = /^\{"choices":\[\{"finish_reason":null,"index":0,"delta":\{"content":("(?:[^"\\]|\\.)*")\}\}\],"created":\d+,"id":"[^"\\]*","model":"(?:[^"\\]|\\.)*","system_fingerprint":"[^"\\]*","object":"chat\.completion\.chunk"\}$/;
+const PLAIN_CONTENT =
+  /^\{"choices":\[\{"finish_reason":null,"index":0,"delta":\{"content":("(?:[^"\\]|\\.)*")\}\}\],"created":\d+,"id":"[^"\\]*","model":"(?:[^"\\]|\\.)*","system_fingerprint":"[^"\\]*","object":"chat\.completion\.chunk"\}$/;
 
 export class ChatStreamTranslator {
   readonly #tools = new Map<number, ToolCallAcc>();
@@ -57,7 +58,8 @@ export class ChatStreamTranslator {
     readonly model: string,
     readonly created = Math.floor(Date.now() / 1000),
   ) {
-    this.#plainHead = `data: {"id":${JSON.stringify(commandId)},"object":"chat.completion","created":${created},` +
+    this.#plainHead =
+      `data: {"id":${JSON.stringify(commandId)},"object":"chat.completion","created":${created},` +
       `"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":{"role":"assistant","content":`;
   }
 

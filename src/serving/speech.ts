@@ -211,6 +211,11 @@ function transcribeWithWhisper(
 /** Longest transcript asked of an audio LLM (whisper's own decoder stops at 224 tokens per 30 s window). */
 const LLM_MAX_TOKENS = 448;
 
+/** The tokens a clip of this length can need, at whisper's rate, so a model that rambles stops soon. */
+export function transcriptTokenCap(durationSeconds: number): number {
+  return Math.min(LLM_MAX_TOKENS, Math.ceil((Math.max(0, durationSeconds) / 30) * 224) + 16);
+}
+
 function instruction(o: TranscribeOptions): string {
   const lang = o.language ? ` The speech is in ${o.language}.` : "";
   const hint = o.prompt ? ` Context: ${o.prompt}` : "";
@@ -239,7 +244,7 @@ async function transcribeWithLlama(
       }],
     }],
     stream: true,
-    max_tokens: LLM_MAX_TOKENS,
+    max_tokens: transcriptTokenCap(duration),
     temperature: o.temperature ?? 0,
   };
   let res: Response;

@@ -40,7 +40,8 @@ export async function skulk(
 export async function killEngines(dataDir: string): Promise<void> {
   let rows: { pid: number; command: string }[];
   try {
-    rows = (await queryReadOnly(`${dataDir}/skulk.db`, "SELECT pid, command FROM engine_processes")).rows as typeof rows;
+    rows = (await queryReadOnly(`${dataDir}/skulk.db`, "SELECT pid, command FROM engine_processes"))
+      .rows as typeof rows;
   } catch {
     return; // no database yet, or nothing recorded
   }

@@ -28,8 +28,13 @@ const readyModels = (s: WireState): string[] =>
     return Object.keys(sa.runnerToShard).every((r) => runnerTag(s, r) === "RunnerReady") ? [sa.modelId] : [];
   });
 
-async function placeCard(node: Daemon, card: Record<string, unknown> & { modelId: string }): Promise<void> {
-  const instance = singleNodeInstance(node.nodeId, card);
+// A small context keeps the tiny model's answers (and so their speech) short on a busy 2-core machine.
+async function placeCard(
+  node: Daemon,
+  card: Record<string, unknown> & { modelId: string },
+  contextTokens = 192,
+): Promise<void> {
+  const instance = singleNodeInstance(node.nodeId, card, contextTokens);
   const res = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
   expect(res.status).toBe(200);
 }

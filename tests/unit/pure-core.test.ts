@@ -160,13 +160,17 @@ describe("the chat stream translator", () => {
         choices: [{ finish_reason: null, index: 0, delta: { content } }],
         created: 1796226699,
         id: "chatcmpl-x",
-        model: "/m/tiny \"q\".gguf",
+        model: '/m/tiny "q".gguf',
         system_fingerprint: "b1",
         object: "chat.completion.chunk",
       });
     // Same chunk with its keys in another order: not the fast path's shape, so it is parsed.
-    const reordered = (content: string) => JSON.stringify({ object: "chat.completion.chunk", choices: [{ index: 0, delta: { content }, finish_reason: null }] });
-    for (const content of [" Hello", "a\"quote\"", "back\\slash", "line\nbreak", "ünïcødé ✓"]) {
+    const reordered = (content: string) =>
+      JSON.stringify({
+        object: "chat.completion.chunk",
+        choices: [{ index: 0, delta: { content }, finish_reason: null }],
+      });
+    for (const content of [" Hello", 'a"quote"', "back\\slash", "line\nbreak", "ünïcødé ✓"]) {
       const fast = new ChatStreamTranslator("c", "m/x", 7).push(plain(content));
       const slow = new ChatStreamTranslator("c", "m/x", 7).push(reordered(content));
       expect(JSON.parse(fast.slice(6))).toEqual(JSON.parse(slow.slice(6)));

@@ -381,3 +381,13 @@ describe("Ogg Opus encoder", () => {
     },
   );
 });
+
+describe("the audio LLM's transcript budget", () => {
+  it.each([[0, 16], [4, 46], [30, 240], [60, 448], [600, 448]])(
+    "%d s of audio may take %d tokens",
+    async (s, cap) => {
+      const { transcriptTokenCap } = await import("../../src/serving/speech.ts");
+      expect(transcriptTokenCap(s)).toBe(cap);
+    },
+  );
+});
