@@ -41,6 +41,9 @@ describe("serving across the cluster", () => {
     const c = await node(["--peer", `127.0.0.1:${a.port}`]);
     const urls = [a, b, c].map((d) => d.url);
     expect(await oneMaster(urls)).toBe(a.nodeId);
+    for (const u of urls) {
+      expect((await json<{ masterNodeId: string }>(`${u}/state`)).masterNodeId).toBe(a.nodeId);
+    }
     await waitFor("every node seeing all three", async () => {
       const s = await json<{ lastSeen: Record<string, string> }>(`${c.url}/state`);
       return Object.keys(s.lastSeen).length === 3;

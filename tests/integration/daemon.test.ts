@@ -57,6 +57,7 @@ describe("a one-node daemon", () => {
       expect(state).toHaveProperty(key);
     }
     expect(Object.keys(state.lastSeen)).toEqual([node.nodeId]);
+    expect(state.masterNodeId).toBe(node.nodeId); // alone, a node is its own master
     const mem = state.nodeMemory[node.nodeId];
     expect(mem.ramTotal.inBytes).toBeGreaterThan(0);
     expect(mem.ramAvailable.inBytes).toBeLessThanOrEqual(mem.ramTotal.inBytes);

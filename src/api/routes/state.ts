@@ -24,7 +24,7 @@ describe({
 export const stateRoutes = new Hono<ApiEnv>()
   .get("/state", (c) => {
     const n = c.var.node;
-    return c.json(stateToWire(n.log.state, n.telemetry.entries(), Date.now()));
+    return c.json(stateToWire(n.log.state, n.telemetry.entries(), Date.now(), n.masterNodeId()));
   })
   .get("/events", async (c) => {
     const since = Number(c.req.query("since") ?? 0);

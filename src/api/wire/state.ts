@@ -61,7 +61,13 @@ export function nodeHealth(
   return { level, reasons: reasons.map(({ level: _l, ...r }) => r) };
 }
 
-export function stateToWire(state: ClusterState, telemetry: [string, TelemetryEntry][], now: number) {
+/** `masterNodeId` is ours (upstream's /state has no role field): the master this node follows, null while none. */
+export function stateToWire(
+  state: ClusterState,
+  telemetry: [string, TelemetryEntry][],
+  now: number,
+  masterNodeId: string | null = null,
+) {
   const pick = <T>(f: (r: NodeReading) => T | null) =>
     Object.fromEntries(telemetry.flatMap(([id, e]) => {
       const v = f(e.reading);
@@ -76,6 +82,7 @@ export function stateToWire(state: ClusterState, telemetry: [string, TelemetryEn
     topology: { nodes: telemetry.map(([id]) => id), connections: {} },
     tracingEnabled: state.tracingEnabled,
     lastEventAppliedIdx: state.lastEventAppliedIdx,
+    masterNodeId,
     nodeNetwork: pick((r) => r.network),
     nodeThunderbolt: {},
     nodeThunderboltBridge: {},

@@ -6,7 +6,7 @@ import type { stateToWire } from "../../api/wire/state.ts";
 import type { SettingView } from "../../config/edit.ts";
 import type { ModelListEntry } from "../../models/catalog.ts";
 
-export type ClusterStateWire = ReturnType<typeof stateToWire> & { masterNodeId?: string | null };
+export type ClusterStateWire = ReturnType<typeof stateToWire>;
 export type { ModelListEntry, SettingView };
 
 export interface Preview {
