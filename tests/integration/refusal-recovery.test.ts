@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { localCardWire, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/refused-tiny";
 const running: Daemon[] = [];
@@ -54,6 +54,13 @@ describe("a node that refuses its shard", () => {
       MlxRingInstance: { instanceId: string; shardAssignments: { nodeToRunner: Record<string, string> } };
     };
     expect(Object.keys(replacement.MlxRingInstance.shardAssignments.nodeToRunner)).toEqual([a.nodeId]);
+    // b learns of the replacement through replication: wait until it, too, sees the runner ready.
+    const runnerId = Object.values(replacement.MlxRingInstance.shardAssignments.nodeToRunner)[0];
+    await waitForState(
+      b.url,
+      (st) => runnerTag(st, runnerId) === "RunnerReady",
+      "b to see the replacement ready",
+    );
 
     const res = await fetch(`${b.url}/v1/chat/completions`, {
       method: "POST",
