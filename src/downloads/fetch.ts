@@ -58,7 +58,7 @@ export async function sha256File(path: string, signal?: AbortSignal): Promise<st
   return hash.digest("hex");
 }
 
-function isNoSpace(e: unknown): boolean {
+export function isNoSpace(e: unknown): boolean {
   const msg = String((e as Error)?.message ?? e);
   return /no space left|os error 28|ENOSPC|quota exceeded|os error 122/i.test(msg);
 }

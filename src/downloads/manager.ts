@@ -10,7 +10,7 @@ import { cardToWire, type ModelCard } from "../models/card.ts";
 import { FileSelectionError, filesForCard, type HubClient, HubError } from "../models/hub.ts";
 import { diskShortfall, type FreeSpaceProbe, statfsFree } from "./disk.ts";
 import { DownloadCancelled, DownloadError } from "./errors.ts";
-import { fetchFile, partialPath, sha256File } from "./fetch.ts";
+import { fetchFile, isNoSpace, partialPath, sha256File } from "./fetch.ts";
 import {
   fileOnDisk,
   fileStatus,
@@ -320,7 +320,11 @@ export class DownloadManager {
       await this.#emitNow(progress.completed(ref, total));
       return dir;
     } catch (e) {
-      const reason = signal.aborted ? signal.reason : e;
+      const raw = signal.aborted ? signal.reason : e;
+      // A full disk can also surface outside a file's fetch (the manifest, a rename): it is still "disk".
+      const reason = !(raw instanceof DownloadError) && !(raw instanceof DownloadCancelled) && isNoSpace(raw)
+        ? new DownloadError(`disk full: ${(raw as Error).message}`, "disk")
+        : raw;
       if (reason instanceof DownloadCancelled) {
         const s = progress.sumTally(tallies);
         await this.#emitNow(progress.pending(ref, s.downloaded, s.total));
