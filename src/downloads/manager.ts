@@ -323,7 +323,7 @@ export class DownloadManager {
       const raw = signal.aborted ? signal.reason : e;
       // A full disk can also surface outside a file's fetch (the manifest, a rename): it is still "disk".
       const reason = !(raw instanceof DownloadError) && !(raw instanceof DownloadCancelled) && isNoSpace(raw)
-        ? new DownloadError(`disk full: ${(raw as Error).message}`, "disk")
+        ? new DownloadError(`disk full while writing ${card.model_id}: ${(raw as Error).message}`, "disk")
         : raw;
       if (reason instanceof DownloadCancelled) {
         const s = progress.sumTally(tallies);
