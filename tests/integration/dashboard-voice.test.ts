@@ -4,6 +4,7 @@
  */
 import type { Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encodeWav, parseWav } from "../../src/audio/pcm.ts";
 import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
 import {
   localCardWire,
@@ -206,6 +207,40 @@ describe.skipIf(!chromiumInstalled())("the chat's voice loop in headless Chromiu
     },
     240_000,
   );
+
+  it("stops listening by itself when the speaker falls silent (hands-free)", async () => {
+    // The fake microphone plays a question followed by 2.5 s of silence, looped: nobody presses stop.
+    const spoken = parseWav(await espeakWav("tell me about foxes"));
+    const samples = new Float32Array(spoken.samples.length + Math.round(2.5 * spoken.sampleRate));
+    samples.set(spoken.samples);
+    const wav = `${dir}/question-then-silence.wav`;
+    Deno.writeFileSync(wav, encodeWav({ samples, sampleRate: spoken.sampleRate }));
+    const handsFree = await launchBrowser([
+      "--use-fake-ui-for-media-stream",
+      "--use-fake-device-for-media-stream",
+      `--use-file-for-fake-audio-capture=${wav}`,
+    ]);
+    try {
+      const page = await handsFree.page({ width: 1280, height: 860 });
+      const audio = watchAudio(page);
+      await page.goto(`${node.url}/chat`);
+      await page.getByRole("button", { name: "Record a voice message" }).click();
+      await page.getByRole("status").filter({ hasText: "Listening" }).waitFor();
+      // No press: the end of speech sends the recording on its own.
+      await page.waitForFunction(
+        `!document.querySelector('button[aria-label="Stop recording and send"]')`,
+        undefined,
+        { timeout: 30_000 },
+      );
+      const user = page.locator('[data-role="user"] .msg-text').last();
+      await user.waitFor({ timeout: 60_000 });
+      const upload = audio.find((a) => a.req.url().endsWith("/v1/audio/transcriptions"));
+      expect(upload).toBeDefined();
+      await expect(upload!.status).resolves.toBe(200);
+    } finally {
+      await handsFree.close();
+    }
+  });
 
   it("refuses to record with a transcription model that is not ready, saying which and why", async () => {
     // A whisper card whose model file does not exist: its runner fails, so the model is never ready.

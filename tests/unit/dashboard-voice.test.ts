@@ -1,3 +1,4 @@
+import { Endpointer, rms } from "../../src/dashboard/app/endpoint.ts";
 import { describe, expect, it } from "vitest";
 import { ApiFailure } from "../../src/dashboard/app/api.ts";
 import { speechKind } from "../../src/dashboard/app/format.ts";
@@ -54,5 +55,38 @@ describe("the chat's voice", () => {
 
   it("names the model that is not ready", () => {
     expect(notReady("transcription", "m/stt")).toMatch(/transcription model m\/stt is not ready/);
+  });
+});
+
+describe("the end of an utterance", () => {
+  const run = (samples: [number, number][]) => {
+    const e = new Endpointer();
+    return samples.map(([rms, t]) => e.push(rms, t));
+  };
+  const steady = (rms: number, from: number, to: number) =>
+    Array.from({ length: (to - from) / 50 }, (_, i) => [rms, from + i * 50] as [number, number]);
+
+  it("ends after speech and then 1.2 s of quiet", () => {
+    const states = run([...steady(0.001, 0, 500), ...steady(0.1, 500, 1500), ...steady(0.001, 1500, 3000)]);
+    expect(states.slice(0, 10).every((s) => s === "waiting")).toBe(true);
+    expect(states).toContain("speaking");
+    const end = states.indexOf("done");
+    // Quiet began at 1500 ms; done at the first sample 1200 ms later.
+    expect(steady(0.001, 0, 500).length + steady(0.1, 500, 1500).length + 24).toBe(end);
+  });
+
+  it("never ends on quiet alone, nor on a click shorter than speech", () => {
+    expect(run(steady(0.001, 0, 5000))).not.toContain("done");
+    expect(run([...steady(0.001, 0, 1000), [0.5, 1000], ...steady(0.001, 1050, 4000)])).not.toContain("done");
+  });
+
+  it("does not end in a pause between words (between the thresholds)", () => {
+    const states = run([...steady(0.1, 0, 500), ...steady(0.012, 500, 3000), ...steady(0.1, 3000, 3500)]);
+    expect(states).not.toContain("done");
+  });
+
+  it("measures loudness as RMS", () => {
+    expect(rms(new Float32Array([0.5, -0.5, 0.5, -0.5]))).toBeCloseTo(0.5);
+    expect(rms(new Float32Array(0))).toBe(0);
   });
 });

@@ -3,6 +3,7 @@
  * model and speaking with a placed text-to-speech model through the audio routes (docs/speech.md).
  */
 import { ApiFailure, failure, headers } from "./api.ts";
+import { Endpointer, rms } from "./endpoint.ts";
 import { micAdvice } from "./voice-advice.ts";
 
 /** /v1/audio/speech takes at most this many characters (docs/speech.md). */
@@ -15,8 +16,11 @@ export interface Recording {
   cancel(): void;
 }
 
-/** Starts recording the default microphone; throws an Error whose message is advice for the user. */
-export async function startRecording(): Promise<Recording> {
+/**
+ * Starts recording the default microphone; throws an Error whose message is advice for the user. With
+ * `onEndOfSpeech`, it listens for the end of an utterance (speech, then 1.2 s of quiet) and calls it once.
+ */
+export async function startRecording(onEndOfSpeech?: () => void): Promise<Recording> {
   if (!navigator.mediaDevices?.getUserMedia) throw new Error(micAdvice("InsecureContext", ""));
   if (typeof MediaRecorder === "undefined") {
     throw new Error("This browser cannot record audio (no MediaRecorder).");
@@ -38,7 +42,11 @@ export async function startRecording(): Promise<Recording> {
   recorder.ondataavailable = (e) => {
     if (e.data.size) chunks.push(e.data);
   };
-  const release = () => stream.getTracks().forEach((t) => t.stop());
+  const stopListening = onEndOfSpeech ? listenForEnd(stream, onEndOfSpeech) : () => {};
+  const release = () => {
+    stopListening();
+    stream.getTracks().forEach((t) => t.stop());
+  };
   recorder.start();
   return {
     stop: () =>
@@ -54,6 +62,27 @@ export async function startRecording(): Promise<Recording> {
       if (recorder.state !== "inactive") recorder.stop();
       else release();
     },
+  };
+}
+
+/** Measures the stream's loudness every 50 ms and calls `onEnd` once the utterance has ended. */
+function listenForEnd(stream: MediaStream, onEnd: () => void): () => void {
+  const context = new AudioContext();
+  const analyser = context.createAnalyser();
+  analyser.fftSize = 2048;
+  context.createMediaStreamSource(stream).connect(analyser);
+  const block = new Float32Array(analyser.fftSize);
+  const endpointer = new Endpointer();
+  const timer = setInterval(() => {
+    analyser.getFloatTimeDomainData(block);
+    if (endpointer.push(rms(block), performance.now()) === "done") {
+      clearInterval(timer);
+      onEnd();
+    }
+  }, 50);
+  return () => {
+    clearInterval(timer);
+    void context.close().catch(() => {});
   };
 }
 

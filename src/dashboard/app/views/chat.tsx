@@ -291,34 +291,40 @@ export function ChatView(props: { live: Live }) {
     }
   };
 
-  /** The voice loop: first press listens, second press transcribes, asks, and speaks the answer. */
+  /** The voice loop: a press listens; the end of speech (or a second press) transcribes, asks and speaks. */
   const toggleMic = async () => {
-    if (phase === "listening") {
-      const rec = recording.current!;
-      recording.current = null;
-      setPhase("transcribing");
-      try {
-        const audio = await rec.stop();
-        const text = await transcribe(sttModel!.modelId, audio);
-        if (!text) {
-          setVoiceError("No words were heard. Speak closer to the microphone, then try again.");
-          setPhase("idle");
-          return;
-        }
-        setPhase("answering");
-        const answer = await ask(text);
+    if (phase === "listening") await finishListening();
+    else await startListening();
+  };
+
+  // Read through the ref, not `phase`: the end-of-speech callback runs with the closure of the press
+  // that started the recording, whose `phase` is stale.
+  const finishListening = async () => {
+    const rec = recording.current;
+    if (!rec) return;
+    recording.current = null;
+    setPhase("transcribing");
+    try {
+      const audio = await rec.stop();
+      const text = await transcribe(sttModel!.modelId, audio);
+      if (!text) {
+        setVoiceError("No words were heard. Speak closer to the microphone, then try again.");
         setPhase("idle");
-        if (answer) await speak(answer);
-      } catch (e) {
-        setVoiceError(
-          e instanceof ApiFailure
-            ? speechAdvice("transcription", sttModel!.modelId, e)
-            : (e as Error).message,
-        );
-        setPhase("idle");
+        return;
       }
-      return;
+      setPhase("answering");
+      const answer = await ask(text);
+      setPhase("idle");
+      if (answer) await speak(answer);
+    } catch (e) {
+      setVoiceError(
+        e instanceof ApiFailure ? speechAdvice("transcription", sttModel!.modelId, e) : (e as Error).message,
+      );
+      setPhase("idle");
     }
+  };
+
+  const startListening = async () => {
     if (phase !== "idle" || !sttModel) return;
     setVoiceError(null);
     if (!model) return setVoiceError("Launch a chat model first: the voice loop needs one to answer.");
@@ -326,7 +332,7 @@ export function ChatView(props: { live: Live }) {
       return setVoiceError(notReady("transcription", sttModel.modelId));
     }
     try {
-      recording.current = await startRecording();
+      recording.current = await startRecording(() => void finishListening());
       setPhase("listening");
     } catch (e) {
       setVoiceError((e as Error).message);
