@@ -5,7 +5,7 @@
  *   deno run -A bench/proxy-overhead.ts [--requests N] [--tokens N] [--width W] [--layers L]
  */
 import { median, timeChatStream } from "./lib/stream.ts";
-import { startDaemon } from "../tests/helpers/daemon.ts";
+import { enginePorts, startDaemon } from "../tests/helpers/daemon.ts";
 import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
 import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
 
@@ -44,21 +44,7 @@ try {
   );
   const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
   await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner", 120_000);
-  const sql = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--quiet",
-      new URL("../src/main.ts", import.meta.url).pathname,
-      "sql",
-      "--data-dir",
-      node.dataDir,
-      "--json",
-      "SELECT port FROM engine_processes",
-    ],
-    stdout: "piped",
-  }).output();
-  const enginePort = JSON.parse(new TextDecoder().decode(sql.stdout))[0].port;
+  const [enginePort] = await enginePorts(node.dataDir);
 
   const run = async (
     url: string,

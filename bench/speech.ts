@@ -8,7 +8,7 @@
  */
 import { parseWav, resample } from "../src/audio/pcm.ts";
 import { runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
-import { startDaemon } from "../tests/helpers/daemon.ts";
+import { enginePorts, startDaemon } from "../tests/helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
 import {
   audioLlmCardWire,
@@ -54,21 +54,7 @@ try {
     const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
     await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", card.modelId, 120_000);
   }
-  const sql = await new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "-A",
-      "--quiet",
-      new URL("../src/main.ts", import.meta.url).pathname,
-      "sql",
-      "--data-dir",
-      node.dataDir,
-      "--json",
-      "SELECT port FROM engine_processes WHERE kind = 'whisper-server'",
-    ],
-    stdout: "piped",
-  }).output();
-  const whisperPort = JSON.parse(new TextDecoder().decode(sql.stdout))[0].port;
+  const [whisperPort] = await enginePorts(node.dataDir, "whisper-server");
 
   // 1. TTS: real-time factor of espeak-ng through /v1/audio/speech.
   const texts = [

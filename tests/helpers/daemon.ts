@@ -36,6 +36,16 @@ export async function skulk(
   return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
 }
 
+/** Ports of the engines (of one kind, or all) a daemon recorded in its data dir, read-only. */
+export async function enginePorts(dataDir: string, kind?: string): Promise<number[]> {
+  const { rows } = await queryReadOnly(
+    `${dataDir}/skulk.db`,
+    kind ? "SELECT port FROM engine_processes WHERE kind = ?" : "SELECT port FROM engine_processes",
+    kind ? [kind] : [],
+  );
+  return rows.map((r) => Number(r.port));
+}
+
 /** Kills the engines a daemon recorded in its data dir, checked by command line like the daemon's own reaper. */
 export async function killEngines(dataDir: string): Promise<void> {
   let rows: { pid: number; command: string }[];

@@ -112,14 +112,5 @@ export function counterIds(prefix = "id"): { newId: () => string } {
   return { newId: () => `${prefix}-${i++}` };
 }
 
-/** A small deterministic PRNG (mulberry32) for property tests. */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A small deterministic PRNG (mulberry32) for property tests: the one the tiny-model writer uses. */
+export { rng } from "../../src/models/gguf/tiny.ts";
