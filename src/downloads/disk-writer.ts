@@ -1,10 +1,8 @@
 /**
- * The disk side of one download: appends buffers to the partial file, hashes them (sha256) and flushes dirty
- * pages every 16 MiB. It runs in a worker (sink-worker.ts), or in the calling thread where a worker cannot start.
+ * The disk side of one download: appends buffers to the partial file and hashes them (sha256). It runs in a
+ * worker (sink-worker.ts), or in the calling thread where a worker cannot start.
  */
-import { createHash, type Hash } from "node:crypto";
-
-const SYNC_EVERY_BYTES = 16 * 1024 * 1024;
+import { createSha256, type Sha256 } from "./sha256.ts";
 
 async function writeAll(f: Deno.FsFile, chunk: Uint8Array): Promise<void> {
   let off = 0;
@@ -12,7 +10,7 @@ async function writeAll(f: Deno.FsFile, chunk: Uint8Array): Promise<void> {
 }
 
 /** Feeds the first `length` bytes of the file into the hash (to continue hashing a resumed partial). */
-async function hashPrefix(f: Deno.FsFile, length: number, h: Hash): Promise<void> {
+async function hashPrefix(f: Deno.FsFile, length: number, h: Sha256): Promise<void> {
   const buf = new Uint8Array(1 << 20);
   await f.seek(0, Deno.SeekMode.Start);
   let left = length;
@@ -24,26 +22,22 @@ async function hashPrefix(f: Deno.FsFile, length: number, h: Hash): Promise<void
   }
 }
 
+// No fsync here: the writer runs at page-cache speed like any downloader, and the finished file is synced off
+// the critical path and recorded as durable only then (durable.ts); a crash before that means a re-check.
 export class DiskWriter {
-  private unsynced = 0;
-  // Through a second handle: Deno runs one op at a time per file resource, and a sync on the writing handle
-  // would hold up the next write; fdatasync on any handle flushes the file's pages.
-  private syncing: Promise<void> | null = null;
-
   private constructor(
-    private readonly path: string,
     private readonly file: Deno.FsFile,
-    private readonly hash: Hash | null,
+    private readonly hash: Sha256 | null,
   ) {}
 
   /** Opens `path` for appending at `start`; with `hash`, the first `start` bytes are hashed first. */
   static async open(path: string, start: number, hash: boolean): Promise<DiskWriter> {
     const file = await Deno.open(path, { read: true, write: true });
     try {
-      const h = hash ? createHash("sha256") : null;
+      const h = hash ? createSha256() : null;
       if (h && start > 0) await hashPrefix(file, start, h);
       await file.seek(start, Deno.SeekMode.Start);
-      return new DiskWriter(path, file, h);
+      return new DiskWriter(file, h);
     } catch (e) {
       file.close();
       throw e;
@@ -55,38 +49,24 @@ export class DiskWriter {
     const writing = writeAll(this.file, buf);
     this.hash?.update(buf);
     await writing;
-    this.unsynced += buf.length;
-    if (this.unsynced >= SYNC_EVERY_BYTES && this.syncing === null) {
-      this.unsynced = 0;
-      this.syncing = this.syncSecondHandle().finally(() => (this.syncing = null));
-    }
   }
 
-  /** Waits for the last rolling sync, closes the file and returns the sha256 (when asked for at open). */
-  async finish(): Promise<string | null> {
-    try {
-      await this.syncing;
-    } finally {
-      this.close();
-    }
-    return this.hash ? this.hash.digest("hex") : null;
-  }
-
-  /** Closes the file once any rolling sync is over (after a failure: errors are not the caller's concern now). */
-  async abandon(): Promise<void> {
-    await this.syncing?.catch(() => {});
+  /** Closes the file and returns the sha256 (when asked for at open). */
+  finish(): Promise<string | null> {
     this.close();
+    return Promise.resolve(this.hash ? this.hash.digest() : null);
+  }
+
+  /** Closes the file after a failure. */
+  abandon(): Promise<void> {
+    this.close();
+    return Promise.resolve();
   }
 
   private close(): void {
     try {
       this.file.close();
     } catch { /* closed already */ }
-  }
-
-  private async syncSecondHandle(): Promise<void> {
-    using f = await Deno.open(this.path, { read: true });
-    await f.syncData();
   }
 }
 

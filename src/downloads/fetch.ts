@@ -1,11 +1,11 @@
 /**
  * One file from a URL to disk: streamed into `<dest>.partial` (resumed with `Range`), checked for size and
- * sha256 while it streams (in a worker, sink.ts), synced, then renamed into place. Memory use is fixed, whatever
- * the size.
+ * sha256 while it streams (in a worker, sink.ts), then renamed into place. Memory use is fixed, whatever the size.
+ * It does not fsync: the caller records the file as not yet durable and syncs it off the critical path (durable.ts).
  */
-import { createHash } from "node:crypto";
 import { dirname } from "node:path";
 import { DownloadError } from "./errors.ts";
+import { createSha256 } from "./sha256.ts";
 import { FileSink } from "./sink.ts";
 
 export interface FetchFileOptions {
@@ -27,6 +27,8 @@ export interface FetchFileResult {
   bytes: number;
   /** Bytes that were already in the partial file and were not fetched again. */
   resumedFrom: number;
+  /** The content's sha256, computed while streaming even when the hub gave none (the record a later check uses). */
+  sha256: string;
 }
 
 const FLUSH_INTERVAL_MS = 250;
@@ -46,7 +48,7 @@ async function sizeOf(path: string): Promise<number | null> {
 
 /** The sha256 of a whole file, streamed. */
 export async function sha256File(path: string, signal?: AbortSignal): Promise<string> {
-  const hash = createHash("sha256");
+  const hash = createSha256();
   using file = await Deno.open(path, { read: true });
   const buf = new Uint8Array(1 << 20);
   for (;;) {
@@ -55,7 +57,7 @@ export async function sha256File(path: string, signal?: AbortSignal): Promise<st
     if (n === null) break;
     hash.update(buf.subarray(0, n));
   }
-  return hash.digest("hex");
+  return hash.digest();
 }
 
 export function isNoSpace(e: unknown): boolean {
@@ -81,10 +83,10 @@ export async function fetchFile(o: FetchFileOptions): Promise<FetchFileResult> {
     o.onBytes?.(start);
     const resumedFrom = start;
     let written = start;
-    let got: string | null = null;
+    let got: string | null;
     if (o.size === null || start < o.size) {
-      ({ offset: written, sha256: got } = await streamInto(o, file, start, o.sha256 !== null));
-    } else if (o.sha256) {
+      ({ offset: written, sha256: got } = await streamInto(o, file, start));
+    } else {
       got = await sha256File(partial, o.signal); // complete already: only the check is left
     }
     if (o.size !== null && written !== o.size) {
@@ -97,10 +99,10 @@ export async function fetchFile(o: FetchFileOptions): Promise<FetchFileResult> {
         "retry",
       );
     }
-    await file.syncData();
+    if (got === null) throw new DownloadError("the download writer returned no sha256", "retry");
     file.close();
     await Deno.rename(partial, o.dest);
-    return { bytes: written, resumedFrom };
+    return { bytes: written, resumedFrom, sha256: got };
   } catch (e) {
     try {
       file.close();
@@ -150,7 +152,6 @@ async function streamInto(
   o: FetchFileOptions,
   file: Deno.FsFile,
   start: number,
-  hash: boolean,
 ): Promise<{ offset: number; sha256: string | null }> {
   const headers = new Headers(o.headers);
   if (start > 0) headers.set("range", `bytes=${start}-`);
@@ -180,17 +181,16 @@ async function streamInto(
       : "server error";
     throw new DownloadError(`HTTP ${res.status} for ${o.url}: ${why}`, fatal ? "fatal" : "retry");
   }
-  let offset = start;
+  const offset = start;
   if (start > 0 && res.status !== 206) {
-    // The server ignored Range and sends the whole file: drop what we had.
-    offset = 0;
+    // The server ignored Range and sends the whole file: drop what we had, and start again with a fresh hash
+    // (the running one would have begun from the partial's bytes).
+    await res.body?.cancel();
     await file.truncate(0);
-    if (hash) {
-      throw new DownloadError(
-        "server ignored the resume range; restarting the file with a fresh hash",
-        "retry",
-      );
-    }
+    throw new DownloadError(
+      "server ignored the resume range; restarting the file with a fresh hash",
+      "retry",
+    );
   }
   if (res.status === 206) {
     const m = res.headers.get("content-range")?.match(/^bytes (\d+)-/);
@@ -202,11 +202,11 @@ async function streamInto(
       );
     }
   }
-  // The disk side (write, sha256, rolling fsync) runs in a worker; this thread only reads the socket and copies.
+  // The disk side (write, sha256) runs in a worker; this thread only reads the socket and copies.
   let sink: FileSink;
   try {
     const small = o.size !== null && o.size - offset < WORKER_FROM_BYTES;
-    sink = await FileSink.open(partialPath(o.dest), offset, hash, (at) => o.onBytes?.(at), small);
+    sink = await FileSink.open(partialPath(o.dest), offset, true, (at) => o.onBytes?.(at), small);
   } catch (e) {
     await res.body?.cancel().catch(() => {});
     if (isNoSpace(e)) throw e;

@@ -1,7 +1,8 @@
 /**
  * What a node holds on disk for each model: `<modelsDir>/<org>--<name>/` with the files, and `.skulk/manifest.json`
- * (model id, shard, the hub's file list, which files were verified at which size and mtime), so a restarted
- * daemon re-advertises progress from disk and a file changed since it was verified is checked again.
+ * (model id, shard, the hub's file list, which files were verified at which size, mtime and hash, and whether
+ * that content is known to be on disk), so a restarted daemon re-advertises progress from disk and a file
+ * changed since it was verified, or never synced, is checked again.
  */
 import { join } from "node:path";
 import { z } from "zod";
@@ -14,7 +15,18 @@ export const ManifestFileSchema = z.object({
   size: z.number().int(),
   sha256: z.string().nullable(),
 });
-const VerifiedSchema = z.object({ size: z.number().int(), mtimeMs: z.number() });
+const VerifiedSchema = z.object({
+  size: z.number().int(),
+  mtimeMs: z.number(),
+  /** The content's sha256 as verified (the hub's, or computed while streaming when the hub gave none). */
+  sha256: z.string().nullable().default(null),
+  /**
+   * False from the rename until fdatasync returns: a crash in between can leave the right size with the wrong
+   * bytes, so such a file is hashed again before use. Manifests from before this field were synced first.
+   */
+  synced: z.boolean().default(true),
+});
+export type Verified = z.infer<typeof VerifiedSchema>;
 
 export const ManifestSchema = z.object({
   modelId: z.string(),
@@ -22,6 +34,11 @@ export const ManifestSchema = z.object({
   files: z.array(ManifestFileSchema),
   verified: z.record(z.string(), VerifiedSchema).default({}),
   completedAt: z.string().nullable().default(null),
+  /**
+   * A download is under way that nobody stopped on purpose: true from its start until it completes, fails,
+   * or is cancelled; a daemon that stops or dies meanwhile resumes it at its next start.
+   */
+  resume: z.boolean().default(false),
 });
 export type Manifest = z.infer<typeof ManifestSchema>;
 export type ManifestFile = z.infer<typeof ManifestFileSchema>;
@@ -46,16 +63,30 @@ const writes = new Map<string, Promise<void>>();
 
 export function writeManifest(dir: string, m: Manifest): Promise<void> {
   const text = JSON.stringify(m, null, 2);
-  const write = async () => {
-    await Deno.mkdir(join(dir, ".skulk"), { recursive: true });
-    const tmp = `${manifestPath(dir)}.tmp`;
-    await Deno.writeTextFile(tmp, text);
-    await Deno.rename(tmp, manifestPath(dir));
-  };
+  return queued(dir, () => replaceManifest(dir, text));
+}
+
+/** Reads the manifest as it is now, in the write queue, and writes what `change` makes of it (null: no write). */
+export function updateManifest(dir: string, change: (m: Manifest) => Manifest | null): Promise<void> {
+  return queued(dir, async () => {
+    const current = await readManifest(dir);
+    const next = current && change(current);
+    if (next) await replaceManifest(dir, JSON.stringify(next, null, 2));
+  });
+}
+
+function queued(dir: string, write: () => Promise<void>): Promise<void> {
   const next = (writes.get(dir) ?? Promise.resolve()).catch(() => {}).then(write);
   writes.set(dir, next);
   next.finally(() => writes.get(dir) === next && writes.delete(dir)).catch(() => {});
   return next;
+}
+
+async function replaceManifest(dir: string, text: string): Promise<void> {
+  await Deno.mkdir(join(dir, ".skulk"), { recursive: true });
+  const tmp = `${manifestPath(dir)}.tmp`;
+  await Deno.writeTextFile(tmp, text);
+  await Deno.rename(tmp, manifestPath(dir));
 }
 
 export interface FileOnDisk {
@@ -82,19 +113,24 @@ export async function fileOnDisk(dir: string, path: string): Promise<FileOnDisk>
   return { complete, mtimeMs, partial };
 }
 
-/** Pure: what a file on disk is worth against the hub's entry. */
+/**
+ * Pure: what a file on disk is worth against the hub's entry. A complete file is trusted when it was verified
+ * at this size and mtime and synced since; with no hash to check against (neither the hub's nor our own
+ * record), its size is all there is to go on.
+ */
 export function fileStatus(
   f: ManifestFile,
   disk: FileOnDisk,
-  verified: z.infer<typeof VerifiedSchema> | undefined,
+  verified: Verified | undefined,
 ):
   | { state: "verified"; bytes: number }
   | { state: "unverified"; bytes: number }
   | { state: "partial"; bytes: number }
   | { state: "absent"; bytes: 0 } {
   if (disk.complete !== null && disk.complete === f.size) {
-    const trusted = f.sha256 === null ||
-      (verified !== undefined && verified.size === disk.complete && verified.mtimeMs === disk.mtimeMs);
+    const same = verified !== undefined && verified.size === disk.complete &&
+      verified.mtimeMs === disk.mtimeMs;
+    const trusted = same ? verified.synced : f.sha256 === null && !verified?.sha256;
     return trusted ? { state: "verified", bytes: f.size } : { state: "unverified", bytes: f.size };
   }
   if (disk.partial > 0 && disk.partial <= f.size) return { state: "partial", bytes: disk.partial };

@@ -6,9 +6,10 @@ import { dirname, join } from "node:path";
 import type { DownloadProgress } from "../cluster/downloads.ts";
 import type { ShardMetadata } from "../cluster/instances.ts";
 import { logger } from "../log/mod.ts";
-import { cardToWire, type ModelCard } from "../models/card.ts";
+import { cardToWire, type ModelCard, parseCard } from "../models/card.ts";
 import { FileSelectionError, filesForCard, type HubClient, HubError } from "../models/hub.ts";
 import { diskShortfall, type FreeSpaceProbe, statfsFree } from "./disk.ts";
+import { Syncs } from "./durable.ts";
 import { DownloadCancelled, DownloadError } from "./errors.ts";
 import { fetchFile, isNoSpace, partialPath, sha256File } from "./fetch.ts";
 import {
@@ -19,6 +20,7 @@ import {
   modelDir,
   readManifest,
   scanModels,
+  updateManifest,
   writeManifest,
 } from "./local.ts";
 import * as progress from "./progress.ts";
@@ -43,6 +45,8 @@ export interface DownloadManagerOptions {
   throttle?: progress.ThrottleRule;
   readTimeoutMs?: number;
   now?: () => number;
+  /** Puts a finished file on disk for good (fdatasync + directory fsync); tests pass one that never returns. */
+  syncToDisk?: (path: string) => Promise<void>;
 }
 
 interface Job {
@@ -79,9 +83,14 @@ export function ggufPath(dir: string, card: Pick<ModelCard, "gguf_file" | "gguf_
 export class DownloadManager {
   readonly #jobs = new Map<string, Job>();
   readonly #o:
-    & Required<Omit<DownloadManagerOptions, "currentRecord" | "onDiskCheckPassed">>
+    & Required<Omit<DownloadManagerOptions, "currentRecord" | "onDiskCheckPassed" | "syncToDisk">>
     & DownloadManagerOptions;
   #emits: Promise<unknown> = Promise.resolve();
+  readonly #syncs: Syncs;
+  /** Set by stop(): downloads cancelled from now on were interrupted, not abandoned, and resume at next start. */
+  #stopping = false;
+  /** Background work that marks files synced in their manifests; a stop waits for it. */
+  readonly #persisting = new Set<Promise<void>>();
 
   constructor(options: DownloadManagerOptions) {
     this.#o = {
@@ -94,6 +103,7 @@ export class DownloadManager {
       now: Date.now,
       ...options,
     };
+    this.#syncs = new Syncs(options.syncToDisk);
   }
 
   get modelsDir(): string {
@@ -182,10 +192,50 @@ export class DownloadManager {
     return existed;
   }
 
-  /** Cancels every download and waits for them to stop (daemon shutdown, teardown). */
+  /** Cancels every download and waits for them to stop, and for finished files to reach the disk (shutdown). */
   async stop(): Promise<void> {
+    this.#stopping = true;
     await Promise.all([...this.#jobs.keys()].map((id) => this.cancel(id, "cancelled: the node is stopping")));
+    await this.flushed();
     await this.#emits.catch(() => {});
+  }
+
+  /** Resolves once every finished file is synced and marked so in its manifest. */
+  async flushed(): Promise<void> {
+    await this.#syncs.drain();
+    await Promise.all(this.#persisting);
+  }
+
+  /** Syncs a finished file in the background, then marks it synced in the manifest on disk. */
+  #persist(dir: string, path: string, mtimeMs: number): void {
+    const p = this.#syncs.start(join(dir, path), mtimeMs).then(async (ok) => {
+      if (!ok) {
+        log.warn("could not sync {file} to disk; it will be hashed again before use", {
+          file: join(dir, path),
+        });
+        return;
+      }
+      await updateManifest(dir, (m) => {
+        const v = m.verified[path];
+        if (!v || v.mtimeMs !== mtimeMs || v.synced) return null;
+        v.synced = true;
+        return m;
+      });
+    }).catch((e) => log.warn("marking {file} synced failed: {error}", { file: path, error: String(e) }));
+    this.#persisting.add(p);
+    p.finally(() => this.#persisting.delete(p));
+  }
+
+  /** Marks synced what this process has synced since the manifest was read (so no write of it says otherwise). */
+  #withSyncs(dir: string, m: Manifest): Manifest {
+    for (const [path, v] of Object.entries(m.verified)) {
+      if (!v.synced && this.#syncs.isSynced(join(dir, path), v.mtimeMs)) v.synced = true;
+    }
+    return m;
+  }
+
+  #save(dir: string, m: Manifest): Promise<void> {
+    return writeManifest(dir, this.#withSyncs(dir, m));
   }
 
   /**
@@ -210,7 +260,38 @@ export class DownloadManager {
     return n;
   }
 
+  /**
+   * After a restart: starts again, in the background, every download the last run left under way (stopped or
+   * killed mid-transfer) and every complete model with files never synced (checked again before use).
+   * Resolves with the model ids it started.
+   */
+  async resumeInterrupted(): Promise<string[]> {
+    const started: string[] = [];
+    for (const { dir, manifest } of await scanModels(this.#o.modelsDir)) {
+      if (this.#jobs.has(manifest.modelId)) continue;
+      const unsynced = Object.values(manifest.verified).some((v) => !v.synced);
+      if (!manifest.resume && !(manifest.completedAt !== null && unsynced)) continue;
+      // Offline, an unfinished download can only fail again; it resumes at a start that may use the hub.
+      if (this.#o.offline && manifest.completedAt === null) continue;
+      const wire = Object.values(manifest.shardMetadata)[0] as { modelCard: unknown };
+      let card: ModelCard;
+      try {
+        card = parseCard(wire.modelCard);
+      } catch (e) {
+        log.warn("cannot resume {dir}: its manifest's card is not valid ({error})", {
+          dir,
+          error: String(e),
+        });
+        continue;
+      }
+      this.ensure(card, manifest.shardMetadata).catch(() => {}); // the outcome is published as progress
+      started.push(manifest.modelId);
+    }
+    return started;
+  }
+
   async #tally(dir: string, manifest: Manifest): Promise<progress.FileTally[]> {
+    this.#withSyncs(dir, manifest);
     return await Promise.all(manifest.files.map(async (f) => {
       const st = fileStatus(f, await fileOnDisk(dir, f.path), manifest.verified[f.path]);
       return {
@@ -291,8 +372,9 @@ export class DownloadManager {
         files,
         verified: cached?.verified ?? {},
         completedAt: null,
+        resume: true,
       };
-      await writeManifest(dir, manifest);
+      await this.#save(dir, manifest);
       tallies = await this.#tally(dir, manifest);
       const total = files.reduce((a, f) => a + f.size, 0);
       await this.#emitNow(progress.pending(ref, progress.sumTally(tallies).downloaded, total));
@@ -316,7 +398,8 @@ export class DownloadManager {
         await this.#fetchAll(card, dir, manifest, tallies, ref, signal);
       }
       manifest.completedAt = new Date(this.#o.now()).toISOString();
-      await writeManifest(dir, manifest);
+      manifest.resume = false;
+      await this.#save(dir, manifest);
       await this.#emitNow(progress.completed(ref, total));
       return dir;
     } catch (e) {
@@ -325,6 +408,10 @@ export class DownloadManager {
       const reason = !(raw instanceof DownloadError) && !(raw instanceof DownloadCancelled) && isNoSpace(raw)
         ? new DownloadError(`disk full while writing ${card.model_id}: ${(raw as Error).message}`, "disk")
         : raw;
+      if (!(reason instanceof DownloadCancelled && this.#stopping)) {
+        // Cancelled on purpose, or failed: nothing to pick up at the next start (a failure is retried when asked).
+        await updateManifest(dir, (m) => m.resume ? { ...m, resume: false } : null).catch(() => {});
+      }
       if (reason instanceof DownloadCancelled) {
         const s = progress.sumTally(tallies);
         await this.#emitNow(progress.pending(ref, s.downloaded, s.total));
@@ -341,7 +428,10 @@ export class DownloadManager {
     }
   }
 
-  /** Complete files whose hash was never checked at this size and mtime are hashed now; a mismatch is removed. */
+  /**
+   * Complete files not verified at this size and mtime, or verified but never synced (a crash may have left
+   * the right size with the wrong bytes), are hashed now and synced; a mismatch is removed.
+   */
   async #verifyUnchecked(
     dir: string,
     manifest: Manifest,
@@ -349,11 +439,22 @@ export class DownloadManager {
     signal: AbortSignal,
   ): Promise<void> {
     for (const [i, f] of manifest.files.entries()) {
+      const full = join(dir, f.path);
+      // A sync this process started is waited for, not replaced by a re-hash.
+      await this.#syncs.settle(full);
+      this.#withSyncs(dir, manifest);
       const disk = await fileOnDisk(dir, f.path);
-      if (fileStatus(f, disk, manifest.verified[f.path]).state !== "unverified") continue;
-      const got = await sha256File(join(dir, f.path), signal);
-      if (got === f.sha256) {
-        manifest.verified[f.path] = { size: f.size, mtimeMs: disk.mtimeMs ?? 0 };
+      const before = manifest.verified[f.path];
+      const state = fileStatus(f, disk, before).state;
+      if (state === "verified") tallies[i].done = true; // the tally may predate a sync that has finished since
+      if (state !== "unverified") continue;
+      const want = f.sha256 ?? before?.sha256 ?? null;
+      const got = await sha256File(full, signal);
+      if (want === null || got === want) {
+        const mtimeMs = disk.mtimeMs ?? 0;
+        // What was just read may have come from the page cache: it is durable only once synced.
+        const synced = await this.#syncs.start(full, mtimeMs);
+        manifest.verified[f.path] = { size: f.size, mtimeMs, sha256: got, synced };
         tallies[i].done = true;
       } else {
         log.warn("{file} of {model} is corrupted (sha256 {got}, expected {want}); fetching it again", {
@@ -362,12 +463,12 @@ export class DownloadManager {
           got,
           want: f.sha256,
         });
-        await Deno.remove(join(dir, f.path));
+        await Deno.remove(full);
         delete manifest.verified[f.path];
         tallies[i].downloaded = tallies[i].atStart = 0;
       }
     }
-    await writeManifest(dir, manifest);
+    await this.#save(dir, manifest);
   }
 
   async #fetchAll(
@@ -399,7 +500,7 @@ export class DownloadManager {
       for (let item = queue.shift(); item; item = queue.shift()) {
         const { f, i } = item;
         const dest = join(dir, f.path);
-        await withRetries(this.#o.retry, () =>
+        const fetched = await withRetries(this.#o.retry, () =>
           fetchFile({
             url: this.#o.hub.fileUrl(card.model_id, f.path),
             dest,
@@ -432,10 +533,13 @@ export class DownloadManager {
           throw e instanceof DownloadError ? new DownloadError(`${f.path}: ${e.message}`, e.kind) : e;
         });
         const st = await Deno.stat(dest);
-        manifest.verified[f.path] = { size: st.size, mtimeMs: st.mtime?.getTime() ?? 0 };
+        const mtimeMs = st.mtime?.getTime() ?? 0;
+        manifest.verified[f.path] = { size: st.size, mtimeMs, sha256: fetched.sha256, synced: false };
         tallies[i].done = true;
         tallies[i].downloaded = f.size;
-        await writeManifest(dir, manifest);
+        await this.#save(dir, manifest);
+        // Off the critical path: the file is usable now (the page cache has it) and on disk for good shortly.
+        this.#persist(dir, f.path, mtimeMs);
         tick(true);
       }
     };

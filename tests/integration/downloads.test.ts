@@ -278,6 +278,140 @@ describe("downloads from a loopback hub", () => {
   });
 });
 
+/** A manifest as the manager wrote it (the test reads the file itself, as a restarted daemon would). */
+function manifestOf(modelsDir: string, modelId: string) {
+  const dir = `${modelsDir}/${modelId.replaceAll("/", "--")}`;
+  return JSON.parse(Deno.readTextFileSync(`${dir}/.skulk/manifest.json`)) as {
+    verified: Record<string, { size: number; mtimeMs: number; sha256: string | null; synced: boolean }>;
+    completedAt: string | null;
+    resume: boolean;
+  };
+}
+
+/** A sync that never returns while the test runs, like one a crash cut short (failed at cleanup, so stop() ends). */
+function crashedSync(): (path: string) => Promise<void> {
+  const pending: (() => void)[] = [];
+  // Registered at the first sync, so it runs before the manager's own cleanup (cleanups run in reverse).
+  return () =>
+    new Promise((_, reject) => {
+      if (pending.length === 0) cleanups.push(() => pending.forEach((fail) => fail()));
+      pending.push(() => reject(new Error("the process died")));
+    });
+}
+
+/** Same size, other bytes, and the mtime put back: what a crash before writeback can leave under the name. */
+function scrambleKeepingMtime(path: string): void {
+  const before = Deno.statSync(path);
+  const f = Deno.openSync(path, { write: true });
+  f.seekSync(123_456 % before.size, Deno.SeekMode.Start);
+  f.writeSync(new Uint8Array(64).fill(0));
+  f.close();
+  Deno.utimeSync(path, before.atime!, before.mtime!);
+  expect(Deno.statSync(path).mtime!.getTime()).toBe(before.mtime!.getTime());
+}
+
+describe("durability off the critical path", () => {
+  it("a finished file is usable before its sync returns, and marked synced after", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((res) => (release = res));
+    const synced: string[] = [];
+    const r = await rig({
+      syncToDisk: async (path) => {
+        await gate;
+        synced.push(path);
+      },
+    });
+    const dir = await r.manager.ensure(card(LLAMA)); // resolves although no sync has returned
+    expect(sha(`${dir}/${LLAMA_FILE}`)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
+    let m = manifestOf(r.modelsDir, LLAMA);
+    expect(m.completedAt).not.toBeNull();
+    expect(m.verified[LLAMA_FILE]).toMatchObject({ synced: false, sha256: sha(`${llamaDir}/${LLAMA_FILE}`) });
+    release();
+    await r.manager.flushed();
+    expect(synced.sort()).toEqual([`${dir}/${LLAMA_FILE}`, `${dir}/config.json`]);
+    m = manifestOf(r.modelsDir, LLAMA);
+    expect(m.verified[LLAMA_FILE].synced).toBe(true);
+    expect(m.verified["config.json"].synced).toBe(true);
+  });
+
+  it("a file whose sync never returned (a crash) is hashed again before use: same size and mtime, wrong bytes, fetched again", async () => {
+    const crashed = await rig({ syncToDisk: crashedSync() });
+    const dir = await crashed.manager.ensure(card(LLAMA));
+    const path = `${dir}/${LLAMA_FILE}`;
+    scrambleKeepingMtime(path);
+
+    // The restarted daemon: a new manager on the same models dir.
+    const restarted = await rig({ modelsDir: crashed.modelsDir });
+    hub.requests.length = 0;
+    await restarted.manager.ensure(card(LLAMA));
+    expect(sha(path)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
+    expect(fileRequests(LLAMA_FILE).length).toBe(1);
+    await restarted.manager.flushed();
+    expect(manifestOf(restarted.modelsDir, LLAMA).verified[LLAMA_FILE].synced).toBe(true);
+
+    // Once synced, the same scramble is not looked for (size and mtime are trusted): the flag is what re-checks.
+    scrambleKeepingMtime(path);
+    hub.requests.length = 0;
+    await restarted.manager.ensure(card(LLAMA));
+    expect(fileRequests(LLAMA_FILE).length).toBe(0);
+  });
+
+  it("with no hash from the hub, our own hash taken while streaming catches an unsynced file's wrong bytes", async () => {
+    const bare = await startFakeHub({ repos: { [LLAMA]: llamaDir }, noHashes: true });
+    cleanups.push(() => bare.close());
+    const crashed = await rig({ endpoint: bare.url, syncToDisk: crashedSync() });
+    const dir = await crashed.manager.ensure(card(LLAMA));
+    const path = `${dir}/${LLAMA_FILE}`;
+    expect(manifestOf(crashed.modelsDir, LLAMA).verified[LLAMA_FILE].sha256).toBe(sha(path));
+    scrambleKeepingMtime(path);
+    const restarted = await rig({ endpoint: bare.url, modelsDir: crashed.modelsDir });
+    await restarted.manager.ensure(card(LLAMA));
+    expect(sha(path)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
+    expect(bare.requests.filter((q) => q.path.endsWith(`/${LLAMA_FILE}`)).length).toBe(2);
+  });
+});
+
+describe("resuming after a restart", () => {
+  async function interrupted(how: "stop" | "cancel") {
+    const first = await rig();
+    hub.always(`${LLAMA}/${LLAMA_FILE}`, { kind: "slow", bytesPerSecond: 1_000_000 });
+    cleanups.push(() => hub.always(`${LLAMA}/${LLAMA_FILE}`, null));
+    const run = first.manager.ensure(card(LLAMA));
+    const partial = `${first.modelsDir}/unsloth--Llama-3.2-1B-Instruct-GGUF/${LLAMA_FILE}.partial`;
+    while (!exists(partial) || Deno.statSync(partial).size < 200_000) {
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    if (how === "stop") await first.manager.stop();
+    else await first.manager.cancel(LLAMA, "cancelled by the user");
+    expect(await run.catch((e) => e)).toBeInstanceOf(DownloadCancelled);
+    hub.always(`${LLAMA}/${LLAMA_FILE}`, null);
+    return { modelsDir: first.modelsDir, kept: Deno.statSync(partial).size };
+  }
+
+  it("a download the node stopped mid-transfer starts again by itself, from the partial's end", async () => {
+    const { modelsDir, kept } = await interrupted("stop");
+    expect(manifestOf(modelsDir, LLAMA).resume).toBe(true);
+    const next = await rig({ modelsDir });
+    hub.requests.length = 0;
+    expect(await next.manager.resumeInterrupted()).toEqual([LLAMA]);
+    const dir = await next.manager.ensure(card(LLAMA)); // joins the resumed download
+    expect(sha(`${dir}/${LLAMA_FILE}`)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
+    expect(fileRequests(LLAMA_FILE).map((q) => q.range)).toEqual([`bytes=${kept}-`]);
+    expect(kinds(next.records).at(-1)).toBe("DownloadCompleted");
+    expect(manifestOf(modelsDir, LLAMA).resume).toBe(false);
+    await next.manager.flushed(); // synced: nothing is left to look at again
+    expect(await next.manager.resumeInterrupted()).toEqual([]);
+  });
+
+  it("a download cancelled on purpose stays stopped", async () => {
+    const { modelsDir } = await interrupted("cancel");
+    expect(manifestOf(modelsDir, LLAMA).resume).toBe(false);
+    const next = await rig({ modelsDir });
+    expect(await next.manager.resumeInterrupted()).toEqual([]);
+    expect(next.manager.inFlight()).toEqual([]);
+  });
+});
+
 /** Mounts a small tmpfs, or returns null where this sandbox may not mount. */
 function mountTmpfs(dir: string, size: string): boolean {
   Deno.mkdirSync(dir, { recursive: true });

@@ -1,5 +1,7 @@
 /** Pure parts of downloads: file selection per card, hub settings, backoff, throttle, disk verdict, failure actions. */
+import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
+import { createSha256, sha256Backend } from "../../src/downloads/sha256.ts";
 import { failureAction, nodesWithFailedDownload } from "../../src/downloads/failures.ts";
 import { backoffMs, isRetryable } from "../../src/downloads/retry.ts";
 import { diskShortfall, isDiskFailure } from "../../src/downloads/disk.ts";
@@ -178,16 +180,38 @@ describe("retry and disk", () => {
 
 describe("file status on disk", () => {
   const entry = { path: "a.gguf", size: 100, sha256: "c".repeat(64) };
+  const mark = (mtimeMs: number, synced: boolean, sha256: string | null = "c".repeat(64)) => ({
+    size: 100,
+    mtimeMs,
+    sha256,
+    synced,
+  });
   it.each(
     [
-      [{ complete: 100, mtimeMs: 5, partial: 0 }, { size: 100, mtimeMs: 5 }, "verified", 100],
-      [{ complete: 100, mtimeMs: 6, partial: 0 }, { size: 100, mtimeMs: 5 }, "unverified", 100],
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, mark(5, true), "verified", 100],
+      [{ complete: 100, mtimeMs: 6, partial: 0 }, mark(5, true), "unverified", 100],
+      // Renamed but never synced: a crash may have left the right size with the wrong bytes.
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, mark(5, false), "unverified", 100],
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, undefined, "unverified", 100],
       [{ complete: null, mtimeMs: null, partial: 40 }, undefined, "partial", 40],
       [{ complete: 90, mtimeMs: 1, partial: 0 }, undefined, "absent", 0],
       [{ complete: null, mtimeMs: null, partial: 101 }, undefined, "absent", 0],
     ] as const,
   )("%o with mark %o is %s", (disk, mark, state, bytes) => {
     expect(fileStatus(entry, disk, mark)).toEqual({ state, bytes });
+  });
+
+  // The hub gave no hash: our own, taken while streaming, is what a later check compares with.
+  const hashless = { path: "config.json", size: 100, sha256: null };
+  it.each(
+    [
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, undefined, "verified"],
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, mark(5, true, "d".repeat(64)), "verified"],
+      [{ complete: 100, mtimeMs: 5, partial: 0 }, mark(5, false, "d".repeat(64)), "unverified"],
+      [{ complete: 100, mtimeMs: 7, partial: 0 }, mark(5, true, "d".repeat(64)), "unverified"],
+    ] as const,
+  )("a hashless file %o with mark %o is %s", (disk, mark, state) => {
+    expect(fileStatus(hashless, disk, mark)).toEqual({ state, bytes: 100 });
   });
 
   it("trusts a complete file of the right size when the hub gives no hash", () => {
@@ -268,5 +292,34 @@ describe("progress records", () => {
       }, "unsloth/Llama-3.2-1B-Instruct-GGUF"),
     )
       .toEqual(["n1"]);
+  });
+});
+
+describe("sha256 for downloads", () => {
+  it("uses OpenSSL where Linux has libcrypto, and agrees with node:crypto over uneven chunks", () => {
+    const hasLibcrypto = (() => {
+      try {
+        return Deno.statSync("/usr/lib/x86_64-linux-gnu/libcrypto.so.3").isFile;
+      } catch {
+        return false;
+      }
+    })();
+    if (Deno.build.os === "linux" && hasLibcrypto) {
+      expect(sha256Backend()).toBe("openssl");
+    }
+    const data = new Uint8Array(5_000_003);
+    for (let off = 0; off < data.length; off += 65536) {
+      crypto.getRandomValues(data.subarray(off, Math.min(data.length, off + 65536)));
+    }
+    const ours = createSha256();
+    for (let off = 0, step = 1; off < data.length; off += step, step = (step * 7 + 13) % 300_000 || 1) {
+      ours.update(data.subarray(off, Math.min(data.length, off + step)));
+    }
+    ours.update(new Uint8Array(0));
+    expect(ours.digest()).toBe(createHash("sha256").update(data).digest("hex"));
+    const abc = createSha256();
+    abc.update(new TextEncoder().encode("abc"));
+    expect(abc.digest()).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    expect(() => abc.digest()).toThrow(/already digested/);
   });
 });
