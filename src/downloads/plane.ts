@@ -71,6 +71,13 @@ export function downloadPlane(
       ctx.downloads = manager;
       const n = await manager.readvertise();
       if (n > 0) log.info("re-advertised {n} model(s) from {dir}", { n, dir: manager.modelsDir });
+      const resumed = await manager.resumeInterrupted();
+      if (resumed.length > 0) {
+        log.info("resuming {n} download(s) the last run left unfinished: {models}", {
+          n: resumed.length,
+          models: resumed.join(", "),
+        });
+      }
       if (manager.offline) {
         log.info("offline mode: downloads use only what is on disk in {dir}", { dir: manager.modelsDir });
       }

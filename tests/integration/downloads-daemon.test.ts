@@ -7,6 +7,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { DownloadProgress } from "../../src/cluster/downloads.ts";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { type FakeHub, startFakeHub } from "../helpers/fake-hub.ts";
+import { json, waitFor } from "../helpers/multinode.ts";
+import { fullShard } from "../../src/downloads/manager.ts";
+import { Catalog } from "../../src/models/catalog.ts";
 
 const LLAMA = "unsloth/Llama-3.2-1B-Instruct-GGUF";
 const FILE = "Llama-3.2-1B-Instruct-Q4_K_M.gguf";
@@ -49,9 +52,14 @@ afterAll(async () => {
 
 const sha = (path: string) => createHash("sha256").update(Deno.readFileSync(path)).digest("hex");
 
-async function daemon(dataDir: string, env: Record<string, string> = {}): Promise<Daemon> {
+async function daemon(
+  dataDir: string,
+  env: Record<string, string> = {},
+  args: string[] = [],
+): Promise<Daemon> {
   const d = await startDaemon({
     dataDir,
+    args,
     env: { HF_ENDPOINT: hub.url, SKULK_DOWNLOAD_RETRY_BASE_MS: "20", ...env },
   });
   daemons.push(d);
@@ -88,7 +96,7 @@ const size = (p: string) => {
 };
 
 describe("downloads in a real daemon", () => {
-  it("resumes after kill -9 mid-download: progress re-advertised from disk, then fetched from the partial's end", async () => {
+  it("resumes by itself after kill -9 mid-download: progress never falls back, and the rest is fetched from the partial's end", async () => {
     const dataDir = nodeDir();
     const partial = `${dataDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF/${FILE}.partial`;
     hub.always(`${LLAMA}/${FILE}`, { kind: "slow", bytesPerSecond: 1_000_000 });
@@ -103,30 +111,9 @@ describe("downloads in a real daemon", () => {
     expect(kept).toBeGreaterThan(0);
     expect(kept).toBeLessThan(SIZE);
 
-    hub.always(`${LLAMA}/${FILE}`, null);
     hub.requests.length = 0;
-    d = await daemon(dataDir);
-    // After the restart /state says what is on disk, not zero.
-    const rec = await until("a re-advertised record", async () => {
-      const r = await record(d);
-      return r && "DownloadPending" in r && r.DownloadPending.downloaded.inBytes > 0 ? r : undefined;
-    });
-    expect(
-      (rec as Extract<DownloadProgress, { DownloadPending: unknown }>).DownloadPending.downloaded.inBytes,
-    ).toBe(kept);
-    expect((rec as Extract<DownloadProgress, { DownloadPending: unknown }>).DownloadPending.total.inBytes)
-      .toBe(SIZE);
-
-    const start = await fetch(`${d.url}/download/start`, {
-      method: "POST",
-      body: JSON.stringify({
-        targetNodeId: d.nodeId,
-        shardMetadata:
-          (rec as Extract<DownloadProgress, { DownloadPending: unknown }>).DownloadPending.shardMetadata,
-      }),
-    });
-    expect(start.status).toBe(200);
-    expect(typeof (await start.json()).commandId).toBe("string");
+    const restartedAt = new Date().toISOString();
+    d = await daemon(dataDir); // nobody asks again: the node picks up what it was doing
     await until("completion", async () => {
       const r = await record(d);
       return r && "DownloadCompleted" in r;
@@ -137,12 +124,90 @@ describe("downloads in a real daemon", () => {
     expect(sha(final)).toBe(sha(fixture));
     expect(size(partial)).toBe(0);
 
+    // Every record published since the restart counted the bytes already on disk (from the SQLite log).
+    const out = await skulk([
+      "sql",
+      "--json",
+      "--data-dir",
+      dataDir,
+      `SELECT payload FROM events WHERE type = 'NodeDownloadProgress' AND created_at >= '${restartedAt}' ORDER BY idx`,
+    ]);
+    expect(out.code).toBe(0);
+    const since = (JSON.parse(out.stdout) as { payload: string }[])
+      .map((row) =>
+        (JSON.parse(row.payload) as { NodeDownloadProgress: { downloadProgress: DownloadProgress } })
+          .NodeDownloadProgress.downloadProgress
+      );
+    const bytes = (p: DownloadProgress): number => {
+      if ("DownloadCompleted" in p) return p.DownloadCompleted.total.inBytes;
+      if ("DownloadPending" in p) return p.DownloadPending.downloaded.inBytes;
+      if ("DownloadOngoing" in p) return p.DownloadOngoing.downloadProgress.downloaded.inBytes;
+      return -1;
+    };
+    expect(since.length).toBeGreaterThan(1);
+    expect(Object.keys(since[0])[0]).toBe("DownloadPending");
+    expect(bytes(since[0])).toBe(kept);
+    for (const p of since) expect(bytes(p)).toBeGreaterThanOrEqual(kept);
+    expect(Object.keys(since.at(-1)!)[0]).toBe("DownloadCompleted");
+
     const status = await (await fetch(`${d.url}/store/models/${LLAMA}/download/status`)).json();
     expect(status).toEqual({ modelId: LLAMA, status: "complete", progress: 1, error: null });
     const registry = await (await fetch(`${d.url}/store/registry`)).json();
     expect(
       registry.entries.map((e: { model_id: string; total_bytes: number }) => [e.model_id, e.total_bytes]),
     ).toEqual([[LLAMA, SIZE]]);
+  });
+
+  it("POST /download/start and DELETE /download/{node}/{model} sent to one node act on the node they name", async () => {
+    const aDir = nodeDir();
+    const bDir = nodeDir();
+    const a = await daemon(aDir, {}, ["--no-mdns"]);
+    const b = await daemon(bDir, {}, ["--no-mdns", "--peer", `127.0.0.1:${a.port}`]);
+    await waitFor("each node to know the other", async () => {
+      const views = await Promise.all(
+        [a, b].map((d) => json<{ topology: { nodes: string[] } }>(`${d.url}/state`)),
+      );
+      return views.every((v) => v.topology.nodes.length === 2);
+    });
+    const shardMetadata = fullShard(Catalog.bundled().get(LLAMA)!) as {
+      PipelineShardMetadata: Record<string, unknown>;
+    };
+    hub.requests.length = 0;
+    const start = await fetch(`${a.url}/download/start`, {
+      method: "POST",
+      body: JSON.stringify({ targetNodeId: b.nodeId, shardMetadata }),
+    });
+    expect(start.status).toBe(200);
+    expect(typeof (await start.json()).commandId).toBe("string");
+    await waitFor("b to complete the download", async () => {
+      const r = await record(b);
+      return r && "DownloadCompleted" in r;
+    });
+    const onB = `${bDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF/${FILE}`;
+    expect(sha(onB)).toBe(sha(fixture));
+    expect(size(`${aDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF/${FILE}`)).toBe(0); // a fetched nothing
+    expect(await record(a)).toBeUndefined();
+
+    const del = await fetch(`${a.url}/download/${b.nodeId}/${LLAMA}`, { method: "DELETE" });
+    expect(del.status).toBe(200);
+    expect(size(onB)).toBe(0);
+    // Donors hold no file: refused before anything is sent on.
+    const donor = await fetch(`${a.url}/download/start`, {
+      method: "POST",
+      body: JSON.stringify({
+        targetNodeId: b.nodeId,
+        shardMetadata: {
+          RpcDonorShardMetadata: {
+            ...shardMetadata.PipelineShardMetadata,
+            driverNode: a.nodeId,
+            rpcHost: "127.0.0.1",
+            rpcPort: 50052,
+          },
+        },
+      }),
+    });
+    expect(donor.status).toBe(400);
+    expect((await donor.json()).error.message).toMatch(/donors never download/);
   });
 
   it("refuses bad requests with clear 4xx", async () => {

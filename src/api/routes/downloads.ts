@@ -1,6 +1,6 @@
 /**
- * Download routes in upstream's shape: `POST /download/start`, `DELETE /download/{node_id}/{model_id}`, and the
- * `/store/*` routes served from this node's models dir (this node acts as its own store).
+ * Download routes in upstream's shape: `POST /download/start` and `DELETE /download/{node_id}/{model_id}` (sent
+ * on to the node they name), and the `/store/*` routes served from this node's models dir (its own store).
  */
 import { Hono } from "hono";
 import { z } from "zod";
@@ -13,7 +13,8 @@ import { summarize } from "../../downloads/progress.ts";
 import { type ModelCard, parseCard } from "../../models/card.ts";
 import type { NodeContext } from "../../node/context.ts";
 import type { ApiEnv } from "../env.ts";
-import { ApiError, badRequest, notFound, readJson, unavailable } from "../errors.ts";
+import { forwardRequest } from "../../serving/forward.ts";
+import { ApiError, badRequest, notFound, readJsonWithRaw, unavailable } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
 const StartBody = z.object({ targetNodeId: z.string().min(1), shardMetadata: ShardMetadataSchema });
@@ -80,13 +81,21 @@ function manager(n: NodeContext): DownloadManager {
   return n.downloads;
 }
 
-/** Commands name their target node; this node acts only on its own id (peer forwarding belongs to the cluster plane). */
-function requireLocal(n: NodeContext, nodeId: string): void {
-  if (nodeId === n.nodeId) return;
-  const known = n.telemetry.get(nodeId) !== undefined;
-  throw known
-    ? new ApiError(503, `node ${nodeId} is not this node (${n.nodeId}); send the request to that node's API`)
-    : notFound(`no node ${nodeId} is known to this cluster`);
+/**
+ * Commands name their target node: this node acts on its own id and sends the request on, unchanged, to any
+ * other node of the cluster (once: a forwarded request is never forwarded again). Null means "act here".
+ */
+async function routeToNode(
+  n: NodeContext,
+  nodeId: string,
+  req: Request,
+  body: string,
+): Promise<Response | null> {
+  if (nodeId === n.nodeId) return null;
+  if (n.telemetry.get(nodeId) === undefined) throw notFound(`no node ${nodeId} is known to this cluster`);
+  const res = await forwardRequest(n, nodeId, req, body);
+  if ("error" in res) throw new ApiError(503, res.error);
+  return res;
 }
 
 function catalogCard(n: NodeContext, modelId: string): ModelCard {
@@ -111,8 +120,7 @@ async function startInBackground(
 export const downloadRoutes = new Hono<ApiEnv>()
   .post("/download/start", async (c) => {
     const n = c.var.node;
-    const body = await readJson(c, StartBody);
-    requireLocal(n, body.targetNodeId);
+    const { raw, body } = await readJsonWithRaw(c, StartBody);
     if ("RpcDonorShardMetadata" in body.shardMetadata) {
       throw badRequest(
         "an RPC donor lends memory and holds no model file; donors never download",
@@ -131,12 +139,15 @@ export const downloadRoutes = new Hono<ApiEnv>()
         );
       }
     }
+    const remote = await routeToNode(n, body.targetNodeId, c.req.raw, raw);
+    if (remote) return remote;
     await startInBackground(manager(n), card, body.shardMetadata);
     return c.json({ commandId: crypto.randomUUID() });
   })
   .delete("/download/:node_id/:model_id{.+}", async (c) => {
     const n = c.var.node;
-    requireLocal(n, c.req.param("node_id"));
+    const remote = await routeToNode(n, c.req.param("node_id"), c.req.raw, "");
+    if (remote) return remote;
     await manager(n).remove(c.req.param("model_id"));
     return c.json({ commandId: crypto.randomUUID() });
   })
