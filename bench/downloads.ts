@@ -11,7 +11,6 @@ import { parseArgs } from "node:util";
 import { DownloadManager } from "../src/downloads/manager.ts";
 import { Catalog } from "../src/models/catalog.ts";
 import { HubClient } from "../src/models/hub.ts";
-import { sha256Backend } from "../src/downloads/sha256.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -167,7 +166,7 @@ async function throughput(): Promise<void> {
         `  ${label.padEnd(50)} ${mb(rate(median(times[name])))} MB/s (${median(times[name]).toFixed(2)} s)`,
       );
     console.log(`medians of ${ROUNDS} (load average now ${loadavg()}):`);
-    line(`skulk (sha256 [${sha256Backend()}] + size verified, rename):`, "skulk");
+    line("skulk (sha256 + size verified, rename):", "skulk");
     line("skulk (the hub gives no hash: size, own sha256):", "skulk-size-only");
     line("curl -o file:", "curl");
     line("curl -o file, then fsync:", "curl+fsync");

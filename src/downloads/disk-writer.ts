@@ -2,7 +2,7 @@
  * The disk side of one download: appends buffers to the partial file and hashes them (sha256). It runs in a
  * worker (sink-worker.ts), or in the calling thread where a worker cannot start.
  */
-import { createSha256, type Sha256 } from "./sha256.ts";
+import { createHash, type Hash } from "node:crypto";
 
 async function writeAll(f: Deno.FsFile, chunk: Uint8Array): Promise<void> {
   let off = 0;
@@ -10,7 +10,7 @@ async function writeAll(f: Deno.FsFile, chunk: Uint8Array): Promise<void> {
 }
 
 /** Feeds the first `length` bytes of the file into the hash (to continue hashing a resumed partial). */
-async function hashPrefix(f: Deno.FsFile, length: number, h: Sha256): Promise<void> {
+async function hashPrefix(f: Deno.FsFile, length: number, h: Hash): Promise<void> {
   const buf = new Uint8Array(1 << 20);
   await f.seek(0, Deno.SeekMode.Start);
   let left = length;
@@ -27,14 +27,14 @@ async function hashPrefix(f: Deno.FsFile, length: number, h: Sha256): Promise<vo
 export class DiskWriter {
   private constructor(
     private readonly file: Deno.FsFile,
-    private readonly hash: Sha256 | null,
+    private readonly hash: Hash | null,
   ) {}
 
   /** Opens `path` for appending at `start`; with `hash`, the first `start` bytes are hashed first. */
   static async open(path: string, start: number, hash: boolean): Promise<DiskWriter> {
     const file = await Deno.open(path, { read: true, write: true });
     try {
-      const h = hash ? createSha256() : null;
+      const h = hash ? createHash("sha256") : null;
       if (h && start > 0) await hashPrefix(file, start, h);
       await file.seek(start, Deno.SeekMode.Start);
       return new DiskWriter(file, h);
@@ -54,7 +54,7 @@ export class DiskWriter {
   /** Closes the file and returns the sha256 (when asked for at open). */
   finish(): Promise<string | null> {
     this.close();
-    return Promise.resolve(this.hash ? this.hash.digest() : null);
+    return Promise.resolve(this.hash ? this.hash.digest("hex") : null);
   }
 
   /** Closes the file after a failure. */

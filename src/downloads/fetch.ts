@@ -3,9 +3,9 @@
  * sha256 while it streams (in a worker, sink.ts), then renamed into place. Memory use is fixed, whatever the size.
  * It does not fsync: the caller records the file as not yet durable and syncs it off the critical path (durable.ts).
  */
+import { createHash } from "node:crypto";
 import { dirname } from "node:path";
 import { DownloadError } from "./errors.ts";
-import { createSha256 } from "./sha256.ts";
 import { FileSink } from "./sink.ts";
 
 export interface FetchFileOptions {
@@ -48,7 +48,7 @@ async function sizeOf(path: string): Promise<number | null> {
 
 /** The sha256 of a whole file, streamed. */
 export async function sha256File(path: string, signal?: AbortSignal): Promise<string> {
-  const hash = createSha256();
+  const hash = createHash("sha256");
   using file = await Deno.open(path, { read: true });
   const buf = new Uint8Array(1 << 20);
   for (;;) {
@@ -57,7 +57,7 @@ export async function sha256File(path: string, signal?: AbortSignal): Promise<st
     if (n === null) break;
     hash.update(buf.subarray(0, n));
   }
-  return hash.digest();
+  return hash.digest("hex");
 }
 
 export function isNoSpace(e: unknown): boolean {

@@ -1,7 +1,5 @@
 /** Pure parts of downloads: file selection per card, hub settings, backoff, throttle, disk verdict, failure actions. */
-import { createHash } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { createSha256, sha256Backend } from "../../src/downloads/sha256.ts";
 import { failureAction, nodesWithFailedDownload } from "../../src/downloads/failures.ts";
 import { backoffMs, isRetryable } from "../../src/downloads/retry.ts";
 import { diskShortfall, isDiskFailure } from "../../src/downloads/disk.ts";
@@ -292,34 +290,5 @@ describe("progress records", () => {
       }, "unsloth/Llama-3.2-1B-Instruct-GGUF"),
     )
       .toEqual(["n1"]);
-  });
-});
-
-describe("sha256 for downloads", () => {
-  it("uses OpenSSL where Linux has libcrypto, and agrees with node:crypto over uneven chunks", () => {
-    const hasLibcrypto = (() => {
-      try {
-        return Deno.statSync("/usr/lib/x86_64-linux-gnu/libcrypto.so.3").isFile;
-      } catch {
-        return false;
-      }
-    })();
-    if (Deno.build.os === "linux" && hasLibcrypto) {
-      expect(sha256Backend()).toBe("openssl");
-    }
-    const data = new Uint8Array(5_000_003);
-    for (let off = 0; off < data.length; off += 65536) {
-      crypto.getRandomValues(data.subarray(off, Math.min(data.length, off + 65536)));
-    }
-    const ours = createSha256();
-    for (let off = 0, step = 1; off < data.length; off += step, step = (step * 7 + 13) % 300_000 || 1) {
-      ours.update(data.subarray(off, Math.min(data.length, off + step)));
-    }
-    ours.update(new Uint8Array(0));
-    expect(ours.digest()).toBe(createHash("sha256").update(data).digest("hex"));
-    const abc = createSha256();
-    abc.update(new TextEncoder().encode("abc"));
-    expect(abc.digest()).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    expect(() => abc.digest()).toThrow(/already digested/);
   });
 });
