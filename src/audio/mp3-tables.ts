@@ -1,0 +1,251 @@
+/**
+ * The constant tables of MPEG-1/2 Layer III (ISO/IEC 11172-3 Annex B, ISO/IEC 13818-3): Huffman codes for
+ * quantized spectral lines, the polyphase filterbank window, scalefactor band edges, bit-rate indices.
+ */
+
+// The Huffman codes are the standard's (Table B.7), here as code lengths and code values per (x, y) pair in
+// row-major order (index x * dim + y); they were read off the decoding trees of the public-domain PDMP3
+// decoder and checked to form complete prefix codes. Tables 13, 15 and 24 are left out: 16 with linbits
+// codes every value they would, at some cost in bits.
+
+// deno-fmt-ignore
+const T1_LEN = [
+  1, 3, 2, 3,
+];
+// deno-fmt-ignore
+const T1_CODE = [
+  0x1, 0x1, 0x1, 0x0,
+];
+// deno-fmt-ignore
+const T2_LEN = [
+  1, 3, 6, 3, 3, 5, 5, 5, 6,
+];
+// deno-fmt-ignore
+const T2_CODE = [
+  0x1, 0x2, 0x1, 0x3, 0x1, 0x1, 0x3, 0x2, 0x0,
+];
+// deno-fmt-ignore
+const T3_LEN = [
+  2, 2, 6, 3, 2, 5, 5, 5, 6,
+];
+// deno-fmt-ignore
+const T3_CODE = [
+  0x3, 0x2, 0x1, 0x1, 0x1, 0x1, 0x3, 0x2, 0x0,
+];
+// deno-fmt-ignore
+const T5_LEN = [
+  1, 3, 6, 7, 3, 3, 6, 7, 6, 6, 7, 8, 7, 6, 7, 8,
+];
+// deno-fmt-ignore
+const T5_CODE = [
+  0x1, 0x2, 0x6, 0x5, 0x3, 0x1, 0x4, 0x4, 0x7, 0x5, 0x7, 0x1, 0x6, 0x1, 0x1, 0x0,
+];
+// deno-fmt-ignore
+const T6_LEN = [
+  3, 3, 5, 7, 3, 2, 4, 5, 4, 4, 5, 6, 6, 5, 6, 7,
+];
+// deno-fmt-ignore
+const T6_CODE = [
+  0x7, 0x3, 0x5, 0x1, 0x6, 0x2, 0x3, 0x2, 0x5, 0x4, 0x4, 0x1, 0x3, 0x3, 0x2, 0x0,
+];
+// deno-fmt-ignore
+const T7_LEN = [
+  1, 3, 6, 8, 8, 9, 3, 4, 6, 7, 7, 8, 6, 5, 7, 8, 8, 9, 7, 7, 8, 9, 9, 9, 7, 7, 8, 9, 9, 10, 8, 8, 9, 10, 10,
+  10,
+];
+// deno-fmt-ignore
+const T7_CODE = [
+  0x1, 0x2, 0xa, 0x13, 0x10, 0xa, 0x3, 0x3, 0x7, 0xa, 0x5, 0x3, 0xb, 0x4, 0xd, 0x11, 0x8, 0x4, 0xc, 0xb,
+  0x12, 0xf, 0xb, 0x2, 0x7, 0x6, 0x9, 0xe, 0x3, 0x1, 0x6, 0x4, 0x5, 0x3, 0x2, 0x0,
+];
+// deno-fmt-ignore
+const T8_LEN = [
+  2, 3, 6, 8, 8, 9, 3, 2, 4, 8, 8, 8, 6, 4, 6, 8, 8, 9, 8, 8, 8, 9, 9, 10, 8, 7, 8, 9, 10, 10, 9, 8, 9, 9,
+  11, 11,
+];
+// deno-fmt-ignore
+const T8_CODE = [
+  0x3, 0x4, 0x6, 0x12, 0xc, 0x5, 0x5, 0x1, 0x2, 0x10, 0x9, 0x3, 0x7, 0x3, 0x5, 0xe, 0x7, 0x3, 0x13, 0x11,
+  0xf, 0xd, 0xa, 0x4, 0xd, 0x5, 0x8, 0xb, 0x5, 0x1, 0xc, 0x4, 0x4, 0x1, 0x1, 0x0,
+];
+// deno-fmt-ignore
+const T9_LEN = [
+  3, 3, 5, 6, 8, 9, 3, 3, 4, 5, 6, 8, 4, 4, 5, 6, 7, 8, 6, 5, 6, 7, 7, 8, 7, 6, 7, 7, 8, 9, 8, 7, 8, 8, 9, 9,
+];
+// deno-fmt-ignore
+const T9_CODE = [
+  0x7, 0x5, 0x9, 0xe, 0xf, 0x7, 0x6, 0x4, 0x5, 0x5, 0x6, 0x7, 0x7, 0x6, 0x8, 0x8, 0x8, 0x5, 0xf, 0x6, 0x9,
+  0xa, 0x5, 0x1, 0xb, 0x7, 0x9, 0x6, 0x4, 0x1, 0xe, 0x4, 0x6, 0x2, 0x6, 0x0,
+];
+// deno-fmt-ignore
+const T10_LEN = [
+  1, 3, 6, 8, 9, 9, 9, 10, 3, 4, 6, 7, 8, 9, 8, 8, 6, 6, 7, 8, 9, 10, 9, 9, 7, 7, 8, 9, 10, 10, 9, 10, 8, 8,
+  9, 10, 10, 10, 10, 10, 9, 9, 10, 10, 11, 11, 10, 11, 8, 8, 9, 10, 10, 10, 11, 11, 9, 8, 9, 10, 10, 11, 11,
+  11,
+];
+// deno-fmt-ignore
+const T10_CODE = [
+  0x1, 0x2, 0xa, 0x17, 0x23, 0x1e, 0xc, 0x11, 0x3, 0x3, 0x8, 0xc, 0x12, 0x15, 0xc, 0x7, 0xb, 0x9, 0xf, 0x15,
+  0x20, 0x28, 0x13, 0x6, 0xe, 0xd, 0x16, 0x22, 0x2e, 0x17, 0x12, 0x7, 0x14, 0x13, 0x21, 0x2f, 0x1b, 0x16,
+  0x9, 0x3, 0x1f, 0x16, 0x29, 0x1a, 0x15, 0x14, 0x5, 0x3, 0xe, 0xd, 0xa, 0xb, 0x10, 0x6, 0x5, 0x1, 0x9, 0x8,
+  0x7, 0x8, 0x4, 0x4, 0x2, 0x0,
+];
+// deno-fmt-ignore
+const T11_LEN = [
+  2, 3, 5, 7, 8, 9, 8, 9, 3, 3, 4, 6, 8, 8, 7, 8, 5, 5, 6, 7, 8, 9, 8, 8, 7, 6, 7, 9, 8, 10, 8, 9, 8, 8, 8,
+  9, 9, 10, 9, 10, 8, 8, 9, 10, 10, 11, 10, 11, 8, 7, 7, 8, 9, 10, 10, 10, 8, 7, 8, 9, 10, 10, 10, 10,
+];
+// deno-fmt-ignore
+const T11_CODE = [
+  0x3, 0x4, 0xa, 0x18, 0x22, 0x21, 0x15, 0xf, 0x5, 0x3, 0x4, 0xa, 0x20, 0x11, 0xb, 0xa, 0xb, 0x7, 0xd, 0x12,
+  0x1e, 0x1f, 0x14, 0x5, 0x19, 0xb, 0x13, 0x3b, 0x1b, 0x12, 0xc, 0x5, 0x23, 0x21, 0x1f, 0x3a, 0x1e, 0x10,
+  0x7, 0x5, 0x1c, 0x1a, 0x20, 0x13, 0x11, 0xf, 0x8, 0xe, 0xe, 0xc, 0x9, 0xd, 0xe, 0x9, 0x4, 0x1, 0xb, 0x4,
+  0x6, 0x6, 0x6, 0x3, 0x2, 0x0,
+];
+// deno-fmt-ignore
+const T12_LEN = [
+  4, 3, 5, 7, 8, 9, 9, 9, 3, 3, 4, 5, 7, 7, 8, 8, 5, 4, 5, 6, 7, 8, 7, 8, 6, 5, 6, 6, 7, 8, 8, 8, 7, 6, 7, 7,
+  8, 8, 8, 9, 8, 7, 8, 8, 8, 9, 8, 9, 8, 7, 7, 8, 8, 9, 9, 10, 9, 8, 8, 9, 9, 9, 9, 10,
+];
+// deno-fmt-ignore
+const T12_CODE = [
+  0x9, 0x6, 0x10, 0x21, 0x29, 0x27, 0x26, 0x1a, 0x7, 0x5, 0x6, 0x9, 0x17, 0x10, 0x1a, 0xb, 0x11, 0x7, 0xb,
+  0xe, 0x15, 0x1e, 0xa, 0x7, 0x11, 0xa, 0xf, 0xc, 0x12, 0x1c, 0xe, 0x5, 0x20, 0xd, 0x16, 0x13, 0x12, 0x10,
+  0x9, 0x5, 0x28, 0x11, 0x1f, 0x1d, 0x11, 0xd, 0x4, 0x2, 0x1b, 0xc, 0xb, 0xf, 0xa, 0x7, 0x4, 0x1, 0x1b, 0xc,
+  0x8, 0xc, 0x6, 0x3, 0x1, 0x0,
+];
+// deno-fmt-ignore
+const T16_LEN = [
+  1, 4, 6, 8, 9, 9, 10, 10, 11, 11, 11, 12, 12, 12, 13, 9, 3, 4, 6, 7, 8, 9, 9, 9, 10, 10, 10, 11, 12, 11,
+  12, 8, 6, 6, 7, 8, 9, 9, 10, 10, 11, 10, 11, 11, 11, 12, 12, 9, 8, 7, 8, 9, 9, 10, 10, 10, 11, 11, 12, 12,
+  12, 13, 13, 10, 9, 8, 9, 9, 10, 10, 11, 11, 11, 12, 12, 12, 13, 13, 13, 9, 9, 8, 9, 9, 10, 11, 11, 12, 11,
+  12, 12, 13, 13, 13, 14, 10, 10, 9, 9, 10, 11, 11, 11, 11, 12, 12, 12, 12, 13, 13, 14, 10, 10, 9, 10, 10,
+  11, 11, 11, 12, 12, 13, 13, 13, 13, 15, 15, 10, 10, 10, 10, 11, 11, 11, 12, 12, 13, 13, 13, 13, 14, 14, 14,
+  10, 11, 10, 10, 11, 11, 12, 12, 13, 13, 13, 13, 14, 13, 14, 13, 11, 11, 11, 10, 11, 12, 12, 12, 12, 13, 14,
+  14, 14, 15, 15, 14, 10, 12, 11, 11, 11, 12, 12, 13, 14, 14, 14, 14, 14, 14, 13, 14, 11, 12, 12, 12, 12, 12,
+  13, 13, 13, 13, 15, 14, 14, 14, 14, 16, 11, 14, 12, 12, 12, 13, 13, 14, 14, 14, 16, 15, 15, 15, 17, 15, 11,
+  13, 13, 11, 12, 14, 14, 13, 14, 14, 15, 16, 15, 17, 15, 14, 11, 9, 8, 8, 9, 9, 10, 10, 10, 11, 11, 11, 11,
+  11, 11, 11, 8,
+];
+// deno-fmt-ignore
+const T16_CODE = [
+  0x1, 0x5, 0xe, 0x2c, 0x4a, 0x3f, 0x6e, 0x5d, 0xac, 0x95, 0x8a, 0xf2, 0xe1, 0xc3, 0x178, 0x11, 0x3, 0x4,
+  0xc, 0x14, 0x23, 0x3e, 0x35, 0x2f, 0x53, 0x4b, 0x44, 0x77, 0xc9, 0x6b, 0xcf, 0x9, 0xf, 0xd, 0x17, 0x26,
+  0x43, 0x3a, 0x67, 0x5a, 0xa1, 0x48, 0x7f, 0x75, 0x6e, 0xd1, 0xce, 0x10, 0x2d, 0x15, 0x27, 0x45, 0x40, 0x72,
+  0x63, 0x57, 0x9e, 0x8c, 0xfc, 0xd4, 0xc7, 0x183, 0x16d, 0x1a, 0x4b, 0x24, 0x44, 0x41, 0x73, 0x65, 0xb3,
+  0xa4, 0x9b, 0x108, 0xf6, 0xe2, 0x18b, 0x17e, 0x16a, 0x9, 0x42, 0x1e, 0x3b, 0x38, 0x66, 0xb9, 0xad, 0x109,
+  0x8e, 0xfd, 0xe8, 0x190, 0x184, 0x17a, 0x1bd, 0x10, 0x6f, 0x36, 0x34, 0x64, 0xb8, 0xb2, 0xa0, 0x85, 0x101,
+  0xf4, 0xe4, 0xd9, 0x181, 0x16e, 0x2cb, 0xa, 0x62, 0x30, 0x5b, 0x58, 0xa5, 0x9d, 0x94, 0x105, 0xf8, 0x197,
+  0x18d, 0x174, 0x17c, 0x379, 0x374, 0x8, 0x55, 0x54, 0x51, 0x9f, 0x9c, 0x8f, 0x104, 0xf9, 0x1ab, 0x191,
+  0x188, 0x17f, 0x2d7, 0x2c9, 0x2c4, 0x7, 0x9a, 0x4c, 0x49, 0x8d, 0x83, 0x100, 0xf5, 0x1aa, 0x196, 0x18a,
+  0x180, 0x2df, 0x167, 0x2c6, 0x160, 0xb, 0x8b, 0x81, 0x43, 0x7d, 0xf7, 0xe9, 0xe5, 0xdb, 0x189, 0x2e7,
+  0x2e1, 0x2d0, 0x375, 0x372, 0x1b7, 0x4, 0xf3, 0x78, 0x76, 0x73, 0xe3, 0xdf, 0x18c, 0x2ea, 0x2e6, 0x2e0,
+  0x2d1, 0x2c8, 0x2c2, 0xdf, 0x1b4, 0x6, 0xca, 0xe0, 0xde, 0xda, 0xd8, 0x185, 0x182, 0x17d, 0x16c, 0x378,
+  0x1bb, 0x2c3, 0x1b8, 0x1b5, 0x6c0, 0x4, 0x2eb, 0xd3, 0xd2, 0xd0, 0x172, 0x17b, 0x2de, 0x2d3, 0x2ca, 0x6c7,
+  0x373, 0x36d, 0x36c, 0xd83, 0x361, 0x2, 0x179, 0x171, 0x66, 0xbb, 0x2d6, 0x2d2, 0x166, 0x2c7, 0x2c5, 0x362,
+  0x6c6, 0x367, 0xd82, 0x366, 0x1b2, 0x0, 0xc, 0xa, 0x7, 0xb, 0xa, 0x11, 0xb, 0x9, 0xd, 0xc, 0xa, 0x7, 0x5,
+  0x3, 0x1, 0x3,
+];
+// deno-fmt-ignore
+const T32_LEN = [
+  1, 4, 4, 5, 4, 6, 5, 6, 4, 5, 5, 6, 5, 6, 6, 6,
+];
+// deno-fmt-ignore
+const T32_CODE = [
+  0x1, 0x5, 0x4, 0x5, 0x6, 0x5, 0x4, 0x4, 0x7, 0x3, 0x6, 0x0, 0x7, 0x2, 0x3, 0x1,
+];
+// deno-fmt-ignore
+const WINDOW_HALF = [
+  0, -1, -1, -1, -1, -1, -1, -2, -2, -2, -2, -3, -3, -4, -4, -5, -5, -6, -7, -7, -8, -9, -10, -11, -13, -14,
+  -16, -17, -19, -21, -24, -26, -29, -31, -35, -38, -41, -45, -49, -53, -58, -63, -68, -73, -79, -85, -91,
+  -97, -104, -111, -117, -125, -132, -139, -147, -154, -161, -169, -176, -183, -190, -196, -202, -208, 213,
+  218, 222, 225, 227, 228, 228, 227, 224, 221, 215, 208, 200, 189, 177, 163, 146, 127, 106, 83, 57, 29, -2,
+  -36, -72, -111, -153, -197, -244, -294, -347, -401, -459, -519, -581, -645, -711, -779, -848, -919, -991,
+  -1064, -1137, -1210, -1283, -1356, -1428, -1498, -1567, -1634, -1698, -1759, -1817, -1870, -1919, -1962,
+  -2001, -2032, -2057, -2075, -2085, -2087, -2080, -2063, 2037, 2000, 1952, 1893, 1822, 1739, 1644, 1535,
+  1414, 1280, 1131, 970, 794, 605, 402, 185, -45, -288, -545, -814, -1095, -1388, -1692, -2006, -2330, -2663,
+  -3004, -3351, -3705, -4063, -4425, -4788, -5153, -5517, -5879, -6237, -6589, -6935, -7271, -7597, -7910,
+  -8209, -8491, -8755, -8998, -9219, -9416, -9585, -9727, -9838, -9916, -9959, -9966, -9935, -9863, -9750,
+  -9592, -9389, -9139, -8840, -8492, -8092, -7640, -7134, 6574, 5959, 5288, 4561, 3776, 2935, 2037, 1082, 70,
+  -998, -2122, -3300, -4533, -5818, -7154, -8540, -9975, -11455, -12980, -14548, -16155, -17799, -19478,
+  -21189, -22929, -24694, -26482, -28289, -30112, -31947, -33791, -35640, -37489, -39336, -41176, -43006,
+  -44821, -46617, -48390, -50137, -51853, -53534, -55178, -56778, -58333, -59838, -61289, -62684, -64019,
+  -65290, -66494, -67629, -68692, -69679, -70590, -71420, -72169, -72835, -73415, -73908, -74313, -74630,
+  -74856, -74992, 75038,
+];
+
+/** A big-values Huffman table: pairs of values below `dim`; with linbits, 15 escapes to 15 + a linbits field. */
+export interface PairTable {
+  /** The table_select number written in the side info. */
+  id: number;
+  dim: number;
+  linbits: number;
+  lengths: readonly number[];
+  codes: readonly number[];
+}
+
+const pair = (id: number, lengths: number[], codes: number[], linbits = 0): PairTable => ({
+  id,
+  dim: Math.sqrt(lengths.length),
+  linbits,
+  lengths,
+  codes,
+});
+
+/** The big-values tables this encoder chooses from, cheapest first for small values. */
+export const PAIR_TABLES: readonly PairTable[] = [
+  pair(1, T1_LEN, T1_CODE),
+  pair(2, T2_LEN, T2_CODE),
+  pair(3, T3_LEN, T3_CODE),
+  pair(5, T5_LEN, T5_CODE),
+  pair(6, T6_LEN, T6_CODE),
+  pair(7, T7_LEN, T7_CODE),
+  pair(8, T8_LEN, T8_CODE),
+  pair(9, T9_LEN, T9_CODE),
+  pair(10, T10_LEN, T10_CODE),
+  pair(11, T11_LEN, T11_CODE),
+  pair(12, T12_LEN, T12_CODE),
+  // Tables 16-23 share one code and differ in the width of the escape field.
+  ...[1, 2, 3, 4, 6, 8, 10, 13].map((linbits, i) => pair(16 + i, T16_LEN, T16_CODE, linbits)),
+];
+
+/** count1 table A (table_select 0): quadruples (v, w, x, y) of values 0 or 1, index v*8 + w*4 + x*2 + y. */
+export const QUAD_A = { lengths: T32_LEN as readonly number[], codes: T32_CODE as readonly number[] };
+
+/**
+ * The synthesis window D[i] of Table B.3 in units of 2^-16. It is antisymmetric about 256 (D[512 - i] =
+ * -D[i]) except at multiples of 64, where it is symmetric, so only D[0..256] is stored.
+ */
+export const SYNTHESIS_WINDOW: Float64Array = (() => {
+  const d = new Float64Array(512);
+  for (let i = 0; i <= 256; i++) d[i] = WINDOW_HALF[i] / 65536;
+  for (let i = 257; i < 512; i++) d[i] = (i % 64 === 0 ? 1 : -1) * d[512 - i];
+  return d;
+})();
+
+/** Long-block scalefactor band widths (576 lines in all), per sample rate. */
+// deno-fmt-ignore
+export const SFB_WIDTHS: Readonly<Record<number, readonly number[]>> = {
+  44100: [4, 4, 4, 4, 4, 4, 6, 6, 8, 8, 10, 12, 16, 20, 24, 28, 34, 42, 50, 54, 76, 158],
+  48000: [4, 4, 4, 4, 4, 4, 6, 6, 6, 8, 10, 12, 16, 18, 22, 28, 34, 40, 46, 54, 54, 192],
+  32000: [4, 4, 4, 4, 4, 4, 6, 6, 8, 10, 12, 16, 20, 24, 30, 38, 46, 56, 68, 84, 102, 26],
+  22050: [6, 6, 6, 6, 6, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 38, 46, 52, 60, 68, 58, 54],
+  24000: [6, 6, 6, 6, 6, 6, 8, 10, 12, 14, 16, 18, 22, 26, 32, 38, 46, 54, 62, 70, 76, 36],
+  16000: [6, 6, 6, 6, 6, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 38, 46, 52, 60, 68, 58, 54],
+};
+
+/** Layer III bit rates in kbit/s by header index (index 0, "free format", is not used). */
+export const BITRATES = {
+  mpeg1: [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320],
+  mpeg2: [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],
+} as const;
+
+/** Header sample-rate index per rate, and whether the rate is MPEG-1 (else MPEG-2 low sampling frequency). */
+export const SAMPLE_RATES: Readonly<Record<number, { index: number; mpeg1: boolean }>> = {
+  44100: { index: 0, mpeg1: true },
+  48000: { index: 1, mpeg1: true },
+  32000: { index: 2, mpeg1: true },
+  22050: { index: 0, mpeg1: false },
+  24000: { index: 1, mpeg1: false },
+  16000: { index: 2, mpeg1: false },
+};

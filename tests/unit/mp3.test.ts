@@ -1,0 +1,280 @@
+/**
+ * Our MP3 encoder judged by independent decoders: mpg123 (the audio-decode library) and Debian's
+ * `lame --decode`. Rates, exact lengths, SNR per rate and bit rate, silence, frame sizes, the streamed form.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import decodeWithMpg123 from "audio-decode";
+import { decodeAudio } from "../../src/audio/decode.ts";
+import {
+  CODEC_DELAY,
+  encodeMp3,
+  Mp3Encoder,
+  mp3EncoderStream,
+  mp3Format,
+  mp3RateFor,
+} from "../../src/audio/mp3.ts";
+import { PAIR_TABLES, QUAD_A } from "../../src/audio/mp3-tables.ts";
+import { parseWav, pcm16Bytes, pcm16FromBytes, resample, rms } from "../../src/audio/pcm.ts";
+import { espeakWav } from "../helpers/speech.ts";
+
+/** Signal-to-noise ratio (dB) of `decoded` against `input`, sample for sample. */
+function snr(input: Float32Array, decoded: Float32Array): number {
+  let signal = 0;
+  let noise = 0;
+  for (let i = 0; i < input.length; i++) {
+    signal += input[i] ** 2;
+    noise += ((decoded[i] ?? 0) - input[i]) ** 2;
+  }
+  return 10 * Math.log10(signal / noise);
+}
+
+/** The shift of `decoded` against `input` (within the codec delay) that matches them best. */
+function bestLag(input: Float32Array, decoded: Float32Array): number {
+  let best = { lag: 0, err: Infinity };
+  // A sparse sample of the input is enough to tell the lags apart and keeps this cheap.
+  const step = Math.max(1, Math.floor((input.length - 2 * CODEC_DELAY) / 3000));
+  for (let lag = -CODEC_DELAY; lag <= CODEC_DELAY; lag += 1) {
+    let err = 0;
+    for (let i = CODEC_DELAY; i < input.length - CODEC_DELAY; i += step) {
+      err += ((decoded[i + lag] ?? 0) - input[i]) ** 2;
+    }
+    if (err < best.err) best = { lag, err };
+  }
+  return best.lag;
+}
+
+/** A linear sweep at half scale from 100 Hz up to `to`. */
+function sweep(rate: number, seconds: number, to: number): Float32Array {
+  const out = new Float32Array(Math.round(rate * seconds));
+  let phase = 0;
+  for (let i = 0; i < out.length; i++) {
+    phase += (2 * Math.PI * (100 + ((to - 100) * i) / out.length)) / rate;
+    out[i] = 0.5 * Math.sin(phase);
+  }
+  return out;
+}
+
+interface Frame {
+  at: number;
+  size: number;
+  mpeg1: boolean;
+  rate: number;
+  kbps: number;
+  mono: boolean;
+}
+
+/** Walks the frames by their headers alone (ISO 11172-3 / 13818-3 layout), independent of the encoder. */
+function frames(b: Uint8Array): Frame[] {
+  const out: Frame[] = [];
+  for (let at = 0; at < b.length;) {
+    expect(b[at], `sync at byte ${at}`).toBe(0xff);
+    expect(b[at + 1] & 0xe0, `sync at byte ${at}`).toBe(0xe0);
+    const mpeg1 = ((b[at + 1] >> 3) & 3) === 3;
+    expect((b[at + 1] >> 1) & 3, "layer III").toBe(1);
+    const kbps = (mpeg1
+      ? [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
+      : [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160])[b[at + 2] >> 4];
+    const rate = [44100, 48000, 32000][(b[at + 2] >> 2) & 3] / (mpeg1 ? 1 : 2);
+    const padding = (b[at + 2] >> 1) & 1;
+    const size = Math.floor(((mpeg1 ? 144 : 72) * kbps * 1000) / rate) + padding;
+    out.push({ at, size, mpeg1, rate, kbps, mono: b[at + 3] >> 6 === 3 });
+    at += size;
+    expect(at, "the last frame ends at the end of the file").toBeLessThanOrEqual(b.length);
+  }
+  return out;
+}
+
+let speech: { samples: Float32Array; sampleRate: number };
+beforeAll(async () => {
+  speech = parseWav(await espeakWav("The quick brown fox jumps over the lazy dog."));
+});
+
+describe("MP3 encoder, decoded by mpg123", () => {
+  // SNR floors are the measured values less about 4 dB (espeak-ng speech, resampled for the other rates).
+  it.each([
+    [16000, "default", 26],
+    [16000, 8, 7],
+    [16000, 32, 20],
+    [22050, "default", 28],
+    [22050, 32, 18],
+    [22050, 128, 39],
+    [24000, "default", 28],
+    [24000, 160, 45],
+    [32000, "default", 29],
+    [44100, "default", 28],
+    [44100, 320, 50],
+    [48000, "default", 30],
+    [48000, 32, 18],
+  ] as [number, number | "default", number][])(
+    "codes speech at %i Hz, %s kbit/s, to the exact length with SNR above %i dB",
+    async (rate, kbps, floor) => {
+      const input = resample(speech.samples, speech.sampleRate, rate);
+      const decoded = await decodeAudio(encodeMp3(input, rate, kbps === "default" ? undefined : kbps));
+      expect(decoded.container).toBe("mp3");
+      expect(decoded.sampleRate).toBe(rate);
+      // The Info tag's encoder delay and padding let the decoder trim to the input exactly.
+      expect(decoded.samples.length).toBe(input.length);
+      expect(bestLag(input, decoded.samples)).toBe(0);
+      expect(snr(input, decoded.samples)).toBeGreaterThan(floor);
+    },
+  );
+
+  it.each([16000, 22050, 24000, 32000, 44100, 48000])(
+    "codes a sweep at %i Hz with its default bit rate above 50 dB SNR",
+    async (rate) => {
+      const input = sweep(rate, 1.5, Math.min(4000, rate / 4));
+      const decoded = await decodeAudio(encodeMp3(input, rate));
+      expect(decoded.samples.length).toBe(input.length);
+      expect(snr(input, decoded.samples)).toBeGreaterThan(50);
+    },
+  );
+
+  it("spends its bits where they help: more bit rate, less noise", async () => {
+    const levels: number[] = [];
+    for (const kbps of [16, 32, 64, 128]) {
+      levels.push(snr(speech.samples, (await decodeAudio(encodeMp3(speech.samples, 22050, kbps))).samples));
+    }
+    expect(levels).toEqual([...levels].sort((a, b) => a - b));
+    expect(levels[3] - levels[0]).toBeGreaterThan(20);
+  });
+
+  it("codes silence as silence, in few bytes", async () => {
+    const input = new Float32Array(22050 * 2);
+    const mp3 = encodeMp3(input, 22050);
+    const decoded = await decodeAudio(mp3);
+    expect(decoded.samples.length).toBe(input.length);
+    expect(decoded.samples.every((x) => x === 0)).toBe(true);
+    // Constant bit rate: the size is the bit rate's, however little there is to say.
+    expect(mp3.length).toBeGreaterThan(0.9 * 2 * 64000 / 8);
+    expect(mp3.length).toBeLessThan(1.1 * 2 * 64000 / 8 + 2 * 209);
+  });
+
+  it("reports no decoding errors and no clipping for full-scale input", async () => {
+    const loud = sweep(22050, 1, 5000).map((x) => Math.sign(x) * Math.min(1, Math.abs(x) * 2.2));
+    const result = await decodeWithMpg123(encodeMp3(loud, 22050)) as unknown as {
+      channelData: Float32Array[];
+      errors?: unknown[];
+    };
+    expect(result.errors ?? []).toEqual([]);
+    expect(snr(loud, result.channelData[0])).toBeGreaterThan(25);
+  });
+
+  it("resamples a rate MP3 lacks to the nearest one above", async () => {
+    expect(mp3RateFor(8000)).toBe(16000);
+    expect(mp3RateFor(11025)).toBe(16000);
+    expect(mp3RateFor(96000)).toBe(48000);
+    const input = resample(speech.samples, speech.sampleRate, 11025);
+    const decoded = await decodeAudio(encodeMp3(input, 11025));
+    expect(decoded.sampleRate).toBe(16000);
+    expect(Math.abs(decoded.samples.length / 16000 - input.length / 11025)).toBeLessThan(0.001);
+    expect(rms(decoded.samples)).toBeCloseTo(rms(input), 2);
+  });
+});
+
+describe("MP3 framing", () => {
+  it.each([
+    [16000, 8],
+    [22050, 64],
+    [22050, 160],
+    [24000, 24],
+    [32000, 32],
+    [44100, 128],
+    [48000, 320],
+  ])("at %i Hz and %i kbit/s every frame is the size its header says", (rate, kbps) => {
+    const mp3 = encodeMp3(resample(speech.samples, 22050, rate), rate, kbps);
+    const list = frames(mp3);
+    expect(list.at(-1)!.at + list.at(-1)!.size).toBe(mp3.length);
+    expect(list.every((f) => f.rate === rate && f.mono && f.mpeg1 === rate >= 32000)).toBe(true);
+    // The audio frames keep the asked bit rate; only the Info frame may take a bigger one to fit its tag.
+    expect(new Set(list.slice(1).map((f) => f.kbps))).toEqual(new Set([kbps]));
+    // The Info frame counts the audio frames and the bytes of the file.
+    const info = list[0];
+    const tag = info.at + 4 + (info.mpeg1 ? 17 : 9);
+    expect(new TextDecoder().decode(mp3.subarray(tag, tag + 4))).toBe("Info");
+    const dv = new DataView(mp3.buffer, mp3.byteOffset);
+    expect(dv.getUint32(tag + 8)).toBe(list.length - 1);
+    expect(dv.getUint32(tag + 12)).toBe(mp3.length);
+  });
+
+  it("refuses rates and bit rates Layer III has not, naming those it has", () => {
+    expect(() => mp3Format(11025)).toThrow(/11025 Hz is not supported; use 16000, 22050, 24000/);
+    expect(() => mp3Format(22050, 192)).toThrow(/192 kbit\/s is not available at 22050 Hz; use 8, 16,/);
+    expect(() => mp3Format(44100, 8)).toThrow(/use 32, 40/);
+    expect(mp3Format(22050)).toMatchObject({ bitrate: 64, mpeg1: false, frameSamples: 576 });
+    expect(mp3Format(44100)).toMatchObject({ bitrate: 96, mpeg1: true, frameSamples: 1152 });
+  });
+
+  it("uses complete prefix codes (the Huffman tables are intact)", () => {
+    for (const t of [...PAIR_TABLES, { id: 32, ...QUAD_A }]) {
+      const words = t.codes.map((c, i) => c.toString(2).padStart(t.lengths[i], "0"));
+      const kraft = t.lengths.reduce((s, l) => s + 2 ** -l, 0);
+      expect(kraft, `table ${t.id}`).toBe(1);
+      for (const a of words) {
+        expect(words.filter((b) => b.startsWith(a)), `table ${t.id}: ${a} is a prefix`).toEqual([a]);
+      }
+    }
+  });
+});
+
+describe("streamed MP3", () => {
+  it("gives the same frames however the PCM is chunked, and frames before the end", async () => {
+    const pcm = pcm16Bytes(speech.samples);
+    const whole = new Mp3Encoder(22050);
+    const reference = [...whole.encode(pcm16FromBytes(pcm)), ...whole.flush()];
+    // Odd chunk sizes split samples across chunks.
+    const sizes = [1, 777, 4096, 3, 10_001];
+    const chunks: Uint8Array[] = [];
+    for (let at = 0, i = 0; at < pcm.length; at += sizes[i++ % sizes.length]) {
+      chunks.push(pcm.subarray(at, at + sizes[i % sizes.length]));
+    }
+    const out: Uint8Array[] = [];
+    const writer = mp3EncoderStream(22050);
+    const reading = (async () => {
+      for await (const c of writer.readable) out.push(c);
+    })();
+    const w = writer.writable.getWriter();
+    let beforeEnd = 0;
+    for (const c of chunks) {
+      await w.write(c);
+      beforeEnd = out.reduce((n, o) => n + o.length, 0);
+    }
+    expect(beforeEnd, "frames came out while PCM was still arriving").toBeGreaterThan(0);
+    await w.close();
+    await reading;
+    const streamed = out.flatMap((c) => [...c]);
+    expect(streamed.length).toBe(reference.length);
+    expect(streamed.every((b, i) => b === reference[i])).toBe(true);
+  });
+
+  it("decodes without an Info tag to the input, delayed by the codec delay and padded to a frame", async () => {
+    const encoder = new Mp3Encoder(22050);
+    const mp3 = new Uint8Array([...encoder.encode(speech.samples), ...encoder.flush()]);
+    const decoded = await decodeAudio(mp3);
+    const n = speech.samples.length;
+    expect(decoded.samples.length).toBe(encoder.frames * 576);
+    expect(decoded.samples.length).toBeGreaterThanOrEqual(n + CODEC_DELAY);
+    expect(decoded.samples.length).toBeLessThan(n + CODEC_DELAY + 576);
+    expect(bestLag(speech.samples, decoded.samples)).toBe(CODEC_DELAY);
+    expect(snr(speech.samples, decoded.samples.subarray(CODEC_DELAY))).toBeGreaterThan(28);
+  });
+});
+
+describe("cross-check with lame --decode", () => {
+  it("decodes our file to the same samples' length and the same sound", async () => {
+    const dir = Deno.makeTempDirSync({ prefix: "skulk-mp3-" });
+    try {
+      Deno.writeFileSync(`${dir}/speech.mp3`, encodeMp3(speech.samples, 22050));
+      const run = await new Deno.Command("lame", {
+        args: ["--quiet", "--decode", `${dir}/speech.mp3`, `${dir}/speech.wav`],
+        stderr: "piped",
+      }).output();
+      expect(run.success, new TextDecoder().decode(run.stderr)).toBe(true);
+      const wav = parseWav(Deno.readFileSync(`${dir}/speech.wav`));
+      expect(wav.sampleRate).toBe(22050);
+      expect(wav.samples.length).toBe(speech.samples.length);
+      expect(snr(speech.samples, wav.samples)).toBeGreaterThan(28);
+    } finally {
+      Deno.removeSync(dir, { recursive: true });
+    }
+  });
+});
