@@ -33,7 +33,7 @@ const ESCAPE_LENGTHS = Uint8Array.from(ESCAPE[0].lengths);
 const SMALL_LENGTHS = SMALL.map((t) => Uint8Array.from(t.lengths));
 const MAX_PAIRS = GRANULE / 2;
 
-interface Layout {
+export interface GranuleLayout {
   bits: number;
   /** End of the big-values region and of the count1 region, in lines. */
   big: number;
@@ -111,7 +111,7 @@ function bestTable(from: number, to: number): { bits: number; table: PairTable |
 }
 
 /** Chooses the region split, the table of each region and the count1 table that code `ix` in fewest bits. */
-function layout(ix: Int32Array, edges: readonly number[]): Layout {
+function layout(ix: Int32Array, edges: readonly number[]): GranuleLayout {
   let count1End = GRANULE;
   while (count1End > 0 && ix[count1End - 1] === 0 && ix[count1End - 2] === 0) count1End -= 2;
   let big = count1End;
@@ -135,7 +135,7 @@ function layout(ix: Int32Array, edges: readonly number[]): Layout {
     return hit;
   };
 
-  let chosen: Layout | null = null;
+  let chosen: GranuleLayout | null = null;
   for (let r0 = 0; r0 < 16; r0++) {
     const a = Math.min(edges[r0 + 1], big) / 2;
     for (let r1 = 0; r1 < 8 && r0 + r1 + 2 < edges.length; r1++) {
@@ -167,7 +167,7 @@ export interface CodedGranule {
   info: GranuleInfo;
   ix: Int32Array;
   negative: Uint8Array;
-  layout: Layout;
+  layout: GranuleLayout;
 }
 
 /**
