@@ -222,20 +222,34 @@ export function encodeMp3(samples: Float32Array, sampleRate: number, bitrate?: n
   const rate = mp3RateFor(sampleRate);
   const input = resample(samples, sampleRate, rate);
   const encoder = new Mp3Encoder(rate, bitrate);
-  const audio = concatBytes([encoder.encode(input), encoder.flush()]);
-  return concatBytes([infoFrame(encoder.format, encoder.frames, audio.length, input.length), audio]);
+  return withInfoFrame(encoder, concatBytes([encoder.encode(input), encoder.flush()]));
+}
+
+/** `audio`, every frame `encoder` wrote (flushed), behind the Info frame that describes them. */
+function withInfoFrame(encoder: Mp3Encoder, audio: Uint8Array): Uint8Array {
+  return concatBytes([infoFrame(encoder.format, encoder.frames, audio.length, encoder.samplesIn), audio]);
 }
 
 /**
- * Streaming MP3 of little-endian 16-bit mono PCM bytes (chunked anyhow): frames go out as soon as they are
- * complete. There is no Info frame, since the length is not known up front, so decoders play the codec
- * delay (CODEC_DELAY samples of silence) first and up to one frame of padding last.
+ * A complete MP3 file (Info frame first) of a stream of 16-bit PCM bytes, coded chunk by chunk as they
+ * arrive, so a long synthesis does not hold the event loop for the whole encoding at the end.
  */
-export function mp3EncoderStream(
+export async function encodeMp3FromPcm16(
+  pcm: ReadableStream<Uint8Array>,
   sampleRate: number,
   bitrate?: number,
-): TransformStream<Uint8Array, Uint8Array> {
+): Promise<Uint8Array> {
   const encoder = new Mp3Encoder(sampleRate, bitrate);
+  const audio = await new Response(pcm.pipeThrough(mp3EncoderStream(encoder))).arrayBuffer();
+  return withInfoFrame(encoder, new Uint8Array(audio));
+}
+
+/**
+ * Streaming MP3 of little-endian 16-bit mono PCM bytes (chunked anyhow) through `encoder`: frames go out as
+ * soon as they are complete. There is no Info frame, since the length is not known up front, so decoders
+ * play the codec delay (CODEC_DELAY samples of silence) first and up to one frame of padding last.
+ */
+export function mp3EncoderStream(encoder: Mp3Encoder): TransformStream<Uint8Array, Uint8Array> {
   let odd: number | null = null;
   return new TransformStream({
     transform(chunk, controller) {

@@ -8,6 +8,7 @@ import { decodeAudio } from "../../src/audio/decode.ts";
 import {
   CODEC_DELAY,
   encodeMp3,
+  encodeMp3FromPcm16,
   Mp3Encoder,
   mp3EncoderStream,
   mp3Format,
@@ -221,7 +222,7 @@ describe("streamed MP3", () => {
       chunks.push(pcm.subarray(at, at + sizes[i % sizes.length]));
     }
     const out: Uint8Array[] = [];
-    const writer = mp3EncoderStream(22050);
+    const writer = mp3EncoderStream(new Mp3Encoder(22050));
     const reading = (async () => {
       for await (const c of writer.readable) out.push(c);
     })();
@@ -237,6 +238,19 @@ describe("streamed MP3", () => {
     const streamed = out.flatMap((c) => [...c]);
     expect(streamed.length).toBe(reference.length);
     expect(streamed.every((b, i) => b === reference[i])).toBe(true);
+  });
+
+  it("codes a whole file from PCM bytes as they arrive, identical to coding the samples at once", async () => {
+    const pcm = pcm16Bytes(speech.samples);
+    const chunked = new ReadableStream<Uint8Array>({
+      start(controller) {
+        for (let at = 0; at < pcm.length; at += 3001) controller.enqueue(pcm.slice(at, at + 3001));
+        controller.close();
+      },
+    });
+    const file = await encodeMp3FromPcm16(chunked, 22050);
+    expect(file).toEqual(encodeMp3(pcm16FromBytes(pcm), 22050));
+    expect((await decodeAudio(file)).samples.length).toBe(speech.samples.length);
   });
 
   it("decodes without an Info tag to the input, delayed by the codec delay and padded to a frame", async () => {

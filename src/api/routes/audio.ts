@@ -9,7 +9,7 @@ import { z } from "zod";
 import { AudioFormatError, durationSeconds, pcm16FromBytes, wavHeader } from "../../audio/pcm.ts";
 import { encodeFlac } from "../../audio/flac.ts";
 import { encodeOggOpus } from "../../audio/opus.ts";
-import { encodeMp3, mp3EncoderStream } from "../../audio/mp3.ts";
+import { encodeMp3FromPcm16, Mp3Encoder, mp3EncoderStream } from "../../audio/mp3.ts";
 import { decodeAudio, UnsupportedAudio } from "../../audio/decode.ts";
 import {
   completedEvent,
@@ -176,7 +176,7 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
     const body = format === "wav"
       ? withPrefix(wavHeader(ESPEAK_SAMPLE_RATE, 0xffffffff - 36), pcm)
       : format === "mp3"
-      ? pcm.pipeThrough(mp3EncoderStream(ESPEAK_SAMPLE_RATE))
+      ? pcm.pipeThrough(mp3EncoderStream(new Mp3Encoder(ESPEAK_SAMPLE_RATE)))
       : pcm;
     if (req.stream_format === "sse") {
       return new Response(speechEvents(body), {
@@ -187,6 +187,11 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
   }
   let bytes: Uint8Array;
   try {
+    if (format === "mp3") {
+      // Coded as the speech arrives: a long answer is not one long encoding at the end.
+      const mp3 = await encodeMp3FromPcm16(pcm, ESPEAK_SAMPLE_RATE);
+      return new Response(mp3 as BodyInit, { headers: { ...headers, "Content-Type": CONTENT_TYPES.mp3 } });
+    }
     bytes = new Uint8Array(await new Response(pcm).arrayBuffer());
   } catch (e) {
     throw new ApiError(502, (e as Error).message);
@@ -197,10 +202,6 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
     return new Response(opus as BodyInit, {
       headers: { ...headers, "Content-Type": "audio/ogg; codecs=opus" },
     });
-  }
-  if (format === "mp3") {
-    const mp3 = encodeMp3(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
-    return new Response(mp3 as BodyInit, { headers: { ...headers, "Content-Type": CONTENT_TYPES.mp3 } });
   }
   if (format === "flac") {
     const flac = encodeFlac(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
