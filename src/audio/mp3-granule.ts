@@ -27,9 +27,18 @@ const NEVER = 1 << 24;
 const ROUNDING = 0.4054;
 
 const SMALL = PAIR_TABLES.filter((t) => t.linbits === 0);
-/** Tables 16-23: one code, escape fields of growing width; the narrowest that fits a region is cheapest. */
+/**
+ * Tables 16-23 and 24-31: two codes (families), each with escape fields of growing width; within a family
+ * the narrowest escape that fits a region is the cheapest.
+ */
 const ESCAPE = PAIR_TABLES.filter((t) => t.linbits > 0);
-const ESCAPE_LENGTHS = Uint8Array.from(ESCAPE[0].lengths);
+const FAMILIES = [...new Set(ESCAPE.map((t) => t.lengths))].map((lengths) => ({
+  lengths: Uint8Array.from(lengths),
+  tables: ESCAPE.filter((t) => t.lengths === lengths).sort((a, b) => a.linbits - b.linbits),
+}));
+/** The distinct escape widths, each with the largest value it reaches (15 + 2^linbits - 1). */
+const WIDTHS = [...new Set(ESCAPE.map((t) => t.linbits))];
+const WIDTH_LIMITS = WIDTHS.map((w) => 15 + (1 << w) - 1);
 const SMALL_LENGTHS = SMALL.map((t) => Uint8Array.from(t.lengths));
 const MAX_PAIRS = GRANULE / 2;
 
@@ -60,16 +69,15 @@ function quantize(xr34: Float64Array, gain: number, ix: Int32Array): number {
 
 /**
  * Per-pair prefix sums, so any region's cost is one subtraction: one row per small table (NEVER where a
- * value exceeds it), table 16's code and signs, the count of escaped values, of nonzero pairs, and of pairs
- * too large for each escape width.
+ * value exceeds it), one per escape family (code and signs), the count of escaped values, of nonzero pairs,
+ * and of pairs too large for each escape width.
  */
 const ROW = MAX_PAIRS + 1;
-const CODE16 = SMALL.length * ROW;
-const ESCAPES = CODE16 + ROW;
+const CODES = SMALL.length * ROW;
+const ESCAPES = CODES + FAMILIES.length * ROW;
 const NONZERO = ESCAPES + ROW;
 const OVER = NONZERO + ROW;
-const cum = new Float64Array(OVER + ESCAPE.length * ROW);
-const ESCAPE_LIMITS = ESCAPE.map((t) => 15 + (1 << t.linbits) - 1);
+const cum = new Float64Array(OVER + WIDTHS.length * ROW);
 
 function prefixCosts(ix: Int32Array, pairs: number) {
   for (let p = 0; p < pairs; p++) {
@@ -84,11 +92,14 @@ function prefixCosts(ix: Int32Array, pairs: number) {
     }
     const cx = x < 15 ? x : 15;
     const cy = y < 15 ? y : 15;
-    cum[CODE16 + p + 1] = cum[CODE16 + p] + ESCAPE_LENGTHS[cx * 16 + cy] + signs;
+    for (let f = 0; f < FAMILIES.length; f++) {
+      const row = CODES + f * ROW;
+      cum[row + p + 1] = cum[row + p] + FAMILIES[f].lengths[cx * 16 + cy] + signs;
+    }
     cum[ESCAPES + p + 1] = cum[ESCAPES + p] + (x >= 15 ? 1 : 0) + (y >= 15 ? 1 : 0);
     cum[NONZERO + p + 1] = cum[NONZERO + p] + (m ? 1 : 0);
-    for (let e = 0; e < ESCAPE.length; e++) {
-      cum[OVER + e * ROW + p + 1] = cum[OVER + e * ROW + p] + (m > ESCAPE_LIMITS[e] ? 1 : 0);
+    for (let w = 0; w < WIDTHS.length; w++) {
+      cum[OVER + w * ROW + p + 1] = cum[OVER + w * ROW + p] + (m > WIDTH_LIMITS[w] ? 1 : 0);
     }
   }
 }
@@ -101,11 +112,16 @@ function bestTable(from: number, to: number): { bits: number; table: PairTable |
     const bits = cum[t * ROW + to] - cum[t * ROW + from];
     if (bits < best.bits) best = { bits, table: SMALL[t] };
   }
-  const e = ESCAPE.findIndex((_, e) => cum[OVER + e * ROW + to] === cum[OVER + e * ROW + from]);
-  if (e >= 0) {
-    const escapes = cum[ESCAPES + to] - cum[ESCAPES + from];
-    const bits = cum[CODE16 + to] - cum[CODE16 + from] + escapes * ESCAPE[e].linbits;
-    if (bits < best.bits) best = { bits, table: ESCAPE[e] };
+  const escapes = cum[ESCAPES + to] - cum[ESCAPES + from];
+  const fits = (t: PairTable) => {
+    const w = WIDTHS.indexOf(t.linbits);
+    return cum[OVER + w * ROW + to] === cum[OVER + w * ROW + from];
+  };
+  for (let f = 0; f < FAMILIES.length; f++) {
+    const table = FAMILIES[f].tables.find(fits);
+    if (!table) continue;
+    const bits = cum[CODES + f * ROW + to] - cum[CODES + f * ROW + from] + escapes * table.linbits;
+    if (bits < best.bits) best = { bits, table };
   }
   return best;
 }
