@@ -95,7 +95,11 @@ export class Mp3Encoder {
     let at = 0;
     while (at < samples.length) {
       const n = Math.min(samples.length - at, this.#buffer.length - this.#buffered);
-      this.#buffer.set(samples.subarray(at, at + n), this.#buffered);
+      // Full scale is +-1: beyond it the quantizer could need more than its largest escape value.
+      for (let i = 0; i < n; i++) {
+        const x = samples[at + i];
+        this.#buffer[this.#buffered + i] = x > 1 ? 1 : x < -1 ? -1 : x === x ? x : 0;
+      }
       this.#buffered += n;
       at += n;
       if (this.#buffered === this.#buffer.length) {

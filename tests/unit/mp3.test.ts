@@ -153,6 +153,14 @@ describe("MP3 encoder, decoded by mpg123", () => {
     expect(snr(loud, result.channelData[0])).toBeGreaterThan(25);
   });
 
+  it("clips input beyond full scale and takes NaN for silence, rather than coding a broken frame", async () => {
+    const wild = sweep(22050, 0.5, 3000).map((x, i) => (i % 1000 === 0 ? NaN : x * 40));
+    const decoded = await decodeAudio(encodeMp3(wild, 22050));
+    const clipped = wild.map((x) => (Number.isNaN(x) ? 0 : Math.max(-1, Math.min(1, x))));
+    expect(decoded.samples.length).toBe(wild.length);
+    expect(snr(clipped, decoded.samples)).toBeGreaterThan(20);
+  });
+
   it("resamples a rate MP3 lacks to the nearest one above", async () => {
     expect(mp3RateFor(8000)).toBe(16000);
     expect(mp3RateFor(11025)).toBe(16000);
