@@ -28,6 +28,9 @@ export const CODEC_DELAY = 1057;
 /** The part of CODEC_DELAY that decoders already account for themselves (the LAME tag convention). */
 const DECODER_DELAY = 529;
 
+/** The main-data buffer (bytes) a conforming decoder has: the reservoir plus this frame must fit. */
+const DECODER_BUFFER = 7680 / 8;
+
 /** Below this global gain the quantizer's steps are finer than 16-bit audio's; more bits buy nothing. */
 const MIN_GAIN = 140;
 
@@ -77,9 +80,8 @@ export class Mp3Encoder {
   #out: Uint8Array[] = [];
   #paddingAcc = 0;
   #spectrum = new Float64Array(GRANULE);
-  /** Samples given to encode, and frames written. */
-  samplesIn = 0;
-  frames = 0;
+  #samplesIn = 0;
+  #frames = 0;
 
   constructor(sampleRate: number, bitrate?: number) {
     this.format = mp3Format(sampleRate, bitrate);
@@ -90,8 +92,18 @@ export class Mp3Encoder {
     this.#cutoff = Math.min(GRANULE, Math.ceil((hz / (sampleRate / 2)) * GRANULE));
   }
 
+  /** Samples given to `encode` so far. */
+  get samplesIn(): number {
+    return this.#samplesIn;
+  }
+
+  /** Frames coded so far (flushed or not). */
+  get frames(): number {
+    return this.#frames;
+  }
+
   encode(samples: Float32Array): Uint8Array {
-    this.samplesIn += samples.length;
+    this.#samplesIn += samples.length;
     let at = 0;
     while (at < samples.length) {
       const n = Math.min(samples.length - at, this.#buffer.length - this.#buffered);
@@ -112,9 +124,9 @@ export class Mp3Encoder {
 
   /** Codes what is buffered plus the silence that carries the last samples through the codec delay. */
   flush(): Uint8Array {
-    const total = this.samplesIn + CODEC_DELAY;
+    const total = this.#samplesIn + CODEC_DELAY;
     const frames = Math.ceil(total / this.format.frameSamples);
-    while (this.frames < frames) {
+    while (this.#frames < frames) {
       this.#buffer.fill(0, this.#buffered);
       this.#frame(this.#buffer);
       this.#buffered = 0;
@@ -139,8 +151,9 @@ export class Mp3Encoder {
     const size = frameBytes(f, f.bitrate, padding);
     const slot = size - 4 - sideInfoBytes(f);
 
-    // The reservoir: free bytes at the end of earlier frames' slots, up to what main_data_begin can point back.
-    const maxBegin = f.mpeg1 ? 511 : 255;
+    // The reservoir: free bytes at the end of earlier frames' slots, up to what main_data_begin can point
+    // back to, and within the standard decoder's 7680-bit input buffer (which high bit rates fill alone).
+    const maxBegin = Math.max(0, Math.min(f.mpeg1 ? 511 : 255, DECODER_BUFFER - size));
     let free = this.#pending.reduce((n, p) => n + p.bytes.length - p.fill, 0);
     if (free > maxBegin) {
       this.#write(new Uint8Array(free - maxBegin)); // stuffing the decoder skips
@@ -164,7 +177,7 @@ export class Mp3Encoder {
     bytes.set(sideInfo(f, free, granules.map((g) => g.info)), 4);
     this.#pending.push({ bytes, fill: 4 + sideInfoBytes(f) });
     this.#write(data.bytes());
-    this.frames++;
+    this.#frames++;
   }
 
   /** Appends main data to the pending slots in order; frames whose slots are full are done. */

@@ -189,6 +189,15 @@ describe("MP3 framing", () => {
     expect(list.every((f) => f.rate === rate && f.mono && f.mpeg1 === rate >= 32000)).toBe(true);
     // The audio frames keep the asked bit rate; only the Info frame may take a bigger one to fit its tag.
     expect(new Set(list.slice(1).map((f) => f.kbps))).toEqual(new Set([kbps]));
+    // main_data_begin points back into earlier frames no further than the field and a standard decoder's
+    // 7680-bit buffer allow, and never before the first audio frame.
+    const begins = list.slice(1).map((f) =>
+      f.mpeg1 ? (mp3[f.at + 4] << 1) | (mp3[f.at + 5] >> 7) : mp3[f.at + 4]
+    );
+    expect(begins[0]).toBe(0);
+    for (const [i, begin] of begins.entries()) {
+      expect(begin + list[i + 1].size <= 960 || begin === 0, `frame ${i + 1}`).toBe(true);
+    }
     // The Info frame counts the audio frames and the bytes of the file.
     const info = list[0];
     const tag = info.at + 4 + (info.mpeg1 ? 17 : 9);
