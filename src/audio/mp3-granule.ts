@@ -188,9 +188,16 @@ export interface CodedGranule {
 
 /**
  * Quantizes `xr` with the smallest global gain (finest steps) whose coding fits `budget` bits, but never finer
- * than `minGain` (past the noise floor of 16-bit audio more bits buy nothing).
+ * than `minGain` (past the noise floor of 16-bit audio more bits buy nothing). `hint`, the previous
+ * granule's gain, starts the search: neighbouring granules mostly need about the same gain.
  */
-export function codeGranule(xr: Float64Array, budget: number, minGain: number, edges: readonly number[]) {
+export function codeGranule(
+  xr: Float64Array,
+  budget: number,
+  minGain: number,
+  edges: readonly number[],
+  hint = 210,
+) {
   const xr34 = new Float64Array(GRANULE);
   const negative = new Uint8Array(GRANULE);
   for (let i = 0; i < GRANULE; i++) {
@@ -199,10 +206,30 @@ export function codeGranule(xr: Float64Array, budget: number, minGain: number, e
   }
   const ix = new Int32Array(GRANULE);
   const fits = (gain: number) => quantize(xr34, gain, ix) <= MAX_QUANT && layout(ix, edges).bits <= budget;
-  // Bits fall as the gain rises (coarser steps); at 255 every line of real audio quantizes to zero.
-  let lo = minGain;
+  // Bits fall as the gain rises (coarser steps); at 255 every line of real audio quantizes to zero. Gallop
+  // from the hint to a bracket (lo does not fit, or is below minGain; hi fits, or is 255), then bisect.
+  const start = Math.min(255, Math.max(minGain, hint));
+  let lo = minGain - 1;
   let hi = 255;
-  if (fits(lo)) hi = lo;
+  if (fits(start)) {
+    hi = start;
+    for (let step = 1; hi - step >= minGain; step *= 2) {
+      if (!fits(hi - step)) {
+        lo = hi - step;
+        break;
+      }
+      hi -= step;
+    }
+  } else {
+    lo = start;
+    for (let step = 1; lo + step < 255; step *= 2) {
+      if (fits(lo + step)) {
+        hi = lo + step;
+        break;
+      }
+      lo += step;
+    }
+  }
   while (hi - lo > 1) {
     const mid = (lo + hi) >> 1;
     if (fits(mid)) hi = mid;

@@ -82,6 +82,8 @@ export class Mp3Encoder {
   #spectrum = new Float64Array(GRANULE);
   #samplesIn = 0;
   #frames = 0;
+  /** The last granule's global gain, where the next one's search starts. */
+  #gain = 210;
 
   constructor(sampleRate: number, bitrate?: number) {
     this.format = mp3Format(sampleRate, bitrate);
@@ -168,7 +170,8 @@ export class Mp3Encoder {
       this.#spectrum.fill(0, this.#cutoff);
       const left = (free + slot) * 8 - data.bitLength;
       const budget = Math.min(MAX_GRANULE_BITS, Math.floor(left / (count - g)));
-      const coded = codeGranule(this.#spectrum, budget, MIN_GAIN, this.#edges);
+      const coded = codeGranule(this.#spectrum, budget, MIN_GAIN, this.#edges, this.#gain);
+      this.#gain = coded.info.globalGain;
       writeGranule(data, coded);
       granules.push(coded);
     }
