@@ -2,10 +2,13 @@
  * bench/speech: speech through a real node in one run. TTS real-time factor (espeak-ng: synthesis time over
  * audio length), transcription real-time factor with the tiny random whisper model (straight to
  * whisper-server and through Skulk, interleaved, so the proxy's share shows), realtime latency from
- * `commit` to `completed`, and what parallel transcriptions cost (whisper-server runs one at a time; Skulk
- * queues them).
+ * `commit` to `completed`, what parallel transcriptions cost (whisper-server runs one at a time; Skulk
+ * queues them), and how fast the in-process encoders turn speech into MP3, FLAC and Opus.
  *   deno run -A bench/speech.ts [--requests N] [--parallel N]
  */
+import { encodeFlac } from "../src/audio/flac.ts";
+import { encodeMp3 } from "../src/audio/mp3.ts";
+import { encodeOggOpus } from "../src/audio/opus.ts";
 import { parseWav, resample } from "../src/audio/pcm.ts";
 import { runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
 import { enginePorts, startDaemon } from "../tests/helpers/daemon.ts";
@@ -80,6 +83,31 @@ try {
       `  ${String(input.length).padStart(4)} chars -> ${fmt(seconds, 2)} s audio in ${
         fmt(median(times))
       } s: RTF ${fmt(median(times) / seconds)}`,
+    );
+  }
+
+  // 1b. The response formats' encoders, in-process, on the longest text's speech: times real time.
+  const spoken = parseWav(await espeakWav(texts.at(-1)!));
+  const spokenSeconds = spoken.samples.length / spoken.sampleRate;
+  const encoders: [string, () => unknown][] = [
+    ["mp3 (64 kbit/s)", () => encodeMp3(spoken.samples, spoken.sampleRate)],
+    ["flac", () => encodeFlac(spoken.samples, spoken.sampleRate)],
+    ["opus", () => encodeOggOpus(spoken.samples, spoken.sampleRate)],
+  ];
+  console.log(
+    `encoding ${fmt(spokenSeconds, 2)} s of speech at ${spoken.sampleRate} Hz, median of ${REQUESTS}`,
+  );
+  for (const [name, encode] of encoders) {
+    const times: number[] = [];
+    for (let i = 0; i < REQUESTS; i++) {
+      const t0 = performance.now();
+      await encode();
+      times.push((performance.now() - t0) / 1000);
+    }
+    console.log(
+      `  ${name.padEnd(16)} ${fmt(median(times) * 1000, 1)} ms: x${
+        fmt(spokenSeconds / median(times), 1)
+      } real time`,
     );
   }
 

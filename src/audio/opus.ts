@@ -3,6 +3,7 @@
  * `opusscript` WebAssembly build, in-process), and wrapped in Ogg pages (OpusHead, OpusTags, audio).
  */
 import { Buffer } from "node:buffer";
+import { concatBytes } from "./bytes.ts";
 import { floatToInt16, resample } from "./pcm.ts";
 
 const RATE = 48_000;
@@ -99,11 +100,5 @@ export async function encodeOggOpus(samples: Float32Array, sampleRate: number): 
     const granule = last ? PRE_SKIP + pcm.length : (i + chunk.length) * FRAME;
     pages.push(page(chunk, granule, pages.length, last ? 0x04 : 0));
   }
-  const out = new Uint8Array(pages.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of pages) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes(pages);
 }

@@ -99,6 +99,17 @@ export function whisperCardWire(modelId: string, path: string) {
   };
 }
 
+/** Signal-to-noise ratio (dB) of `decoded` against `reference`, sample for sample (lossy codecs' output). */
+export function snr(reference: Float32Array, decoded: Float32Array): number {
+  let signal = 0;
+  let noise = 0;
+  for (let i = 0; i < reference.length; i++) {
+    signal += reference[i] ** 2;
+    noise += ((decoded[i] ?? 0) - reference[i]) ** 2;
+  }
+  return 10 * Math.log10(signal / noise);
+}
+
 /** `wav` re-encoded by a command-line encoder from scripts/test-deps (flac, lame, opusenc, oggenc). */
 export async function encodeWith(
   format: "flac" | "mp3" | "opus" | "vorbis" | "webm",

@@ -3,6 +3,8 @@
  * and every speech route (JSON, multipart, GET, the realtime WebSocket) asked of the other.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decodeAudio } from "../../src/audio/decode.ts";
+import { CODEC_DELAY } from "../../src/audio/mp3.ts";
 import { parseWav } from "../../src/audio/pcm.ts";
 import { runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
@@ -62,6 +64,23 @@ describe("speech asked of a node that does not run it", () => {
     expect(res.headers.get("x-audio-sample-rate")).toBe("22050");
     const wav = parseWav(new Uint8Array(await res.arrayBuffer()));
     expect(wav.samples.length / wav.sampleRate).toBeGreaterThan(0.5);
+  });
+
+  it("streams MP3 through b, frames intact", async () => {
+    const res = await fetch(`${b.url}/v1/audio/speech`, {
+      method: "POST",
+      body: JSON.stringify({
+        model: TTS,
+        input: "Forwarded speech, as MP3.",
+        response_format: "mp3",
+        stream: true,
+      }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("audio/mpeg");
+    const decoded = await decodeAudio(new Uint8Array(await res.arrayBuffer()));
+    expect(decoded.sampleRate).toBe(22050);
+    expect((decoded.samples.length - CODEC_DELAY) / 22050).toBeGreaterThan(0.5);
   });
 
   it("lists voices through b", async () => {

@@ -5,7 +5,9 @@
  */
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { concatBytes } from "../../src/audio/bytes.ts";
 import { decodeAudio } from "../../src/audio/decode.ts";
+import { CODEC_DELAY } from "../../src/audio/mp3.ts";
 import { parseWav, resample, rms } from "../../src/audio/pcm.ts";
 import { speechBackendTags } from "../../src/engines/dispatch.ts";
 import { EngineProcess } from "../../src/engines/process.ts";
@@ -20,6 +22,7 @@ import {
   espeakCardWire,
   espeakWav,
   sendManualTurn,
+  snr,
   tinyAudioProjectorModel,
   tinyWhisperModel,
   whisperCardWire,
@@ -135,6 +138,20 @@ describe("speech on one node", () => {
   });
 
   describe("text to speech", () => {
+    /** `input` spoken as `format` and as WAV: the encoded answer, and the samples to hold it against. */
+    async function speakAs(format: string, input: string) {
+      const ask = (response_format: string) =>
+        fetch(`${node.url}/v1/audio/speech`, {
+          method: "POST",
+          body: JSON.stringify({ model: TTS, input, response_format }),
+        });
+      const res = await ask(format);
+      expect(res.status).toBe(200);
+      const bytes = new Uint8Array(await res.arrayBuffer());
+      const wav = parseWav(new Uint8Array(await (await ask("wav")).arrayBuffer()));
+      return { type: res.headers.get("content-type"), bytes, wav };
+    }
+
     it("speaks WAV with a valid header, sample rate and duration, and it is not silence", async () => {
       const res = await fetch(`${node.url}/v1/audio/speech`, {
         method: "POST",
@@ -157,19 +174,10 @@ describe("speech on one node", () => {
     });
 
     it("speaks FLAC that decodes to the same samples as its WAV", async () => {
-      const ask = async (response_format: string) => {
-        const res = await fetch(`${node.url}/v1/audio/speech`, {
-          method: "POST",
-          body: JSON.stringify({ model: TTS, input: "Lossless, please.", response_format }),
-        });
-        expect(res.status).toBe(200);
-        return { type: res.headers.get("content-type"), bytes: new Uint8Array(await res.arrayBuffer()) };
-      };
-      const flac = await ask("flac");
-      const wav = parseWav((await ask("wav")).bytes);
-      expect(flac.type).toBe("audio/flac");
-      expect(flac.bytes.length).toBeLessThan(wav.samples.length * 2);
-      const decoded = await decodeAudio(flac.bytes);
+      const { type, bytes: flac, wav } = await speakAs("flac", "Lossless, please.");
+      expect(type).toBe("audio/flac");
+      expect(flac.length).toBeLessThan(wav.samples.length * 2);
+      const decoded = await decodeAudio(flac);
       expect(decoded.container).toBe("flac");
       expect(decoded.sampleRate).toBe(22050);
       expect(decoded.samples.length).toBe(wav.samples.length);
@@ -181,14 +189,8 @@ describe("speech on one node", () => {
     });
 
     it("speaks Ogg Opus of the same length as its WAV, and not silence", async () => {
-      const body = (response_format: string) =>
-        JSON.stringify({ model: TTS, input: "Opus, for small answers.", response_format });
-      const res = await fetch(`${node.url}/v1/audio/speech`, { method: "POST", body: body("opus") });
-      expect(res.status).toBe(200);
-      expect(res.headers.get("content-type")).toBe("audio/ogg; codecs=opus");
-      const opus = new Uint8Array(await res.arrayBuffer());
-      const wavRes = await fetch(`${node.url}/v1/audio/speech`, { method: "POST", body: body("wav") });
-      const wav = parseWav(new Uint8Array(await wavRes.arrayBuffer()));
+      const { type, bytes: opus, wav } = await speakAs("opus", "Opus, for small answers.");
+      expect(type).toBe("audio/ogg; codecs=opus");
       const decoded = await decodeAudio(opus);
       expect(decoded.container).toBe("ogg");
       expect(decoded.sampleRate).toBe(48000);
@@ -196,6 +198,54 @@ describe("speech on one node", () => {
       expect(Math.abs(decoded.samples.length / 48000 - wav.samples.length / 22050)).toBeLessThan(0.001);
       expect(rms(decoded.samples)).toBeGreaterThan(0.01);
       expect(opus.length).toBeLessThan(wav.samples.length * 2 / 4);
+    });
+
+    it("speaks MP3 that decodes to its WAV's exact length and sound", async () => {
+      const { type, bytes: mp3, wav } = await speakAs("mp3", "MP3, as OpenAI sends by default.");
+      expect(type).toBe("audio/mpeg");
+      const decoded = await decodeAudio(mp3);
+      expect(decoded.container).toBe("mp3");
+      expect(decoded.sampleRate).toBe(22050);
+      // The Info tag's delay and padding make the decoded length exact.
+      expect(decoded.samples.length).toBe(wav.samples.length);
+      expect(rms(decoded.samples)).toBeGreaterThan(0.01);
+      expect(snr(wav.samples, decoded.samples)).toBeGreaterThan(25);
+      // 64 kbit/s: a fifth of the 16-bit WAV's 352.8 kbit/s, plus the Info frame.
+      expect(mp3.length).toBeLessThan(wav.samples.length * 2 / 5 + 1000);
+    });
+
+    it("streams MP3 frames as espeak-ng speaks, and as base64 speech.audio.delta events", async () => {
+      const ask = (extra: Record<string, unknown>) =>
+        fetch(`${node.url}/v1/audio/speech`, {
+          method: "POST",
+          body: JSON.stringify({
+            model: TTS,
+            input: "Streaming MP3, frame by frame, while the voice is still speaking.",
+            response_format: "mp3",
+            ...extra,
+          }),
+        });
+      const wav = parseWav(new Uint8Array(await (await ask({ response_format: "wav" })).arrayBuffer()));
+      const res = await ask({ stream: true });
+      expect(res.headers.get("content-type")).toBe("audio/mpeg");
+      expect(res.headers.get("x-audio-sample-rate")).toBe("22050");
+      const chunks: Uint8Array[] = [];
+      for await (const chunk of res.body!) chunks.push(chunk);
+      // No Info tag up front (the length is unknown then): the codec delay plays first, then the speech.
+      const streamed = await decodeAudio(concatBytes(chunks));
+      const n = wav.samples.length;
+      expect(streamed.samples.length).toBeGreaterThanOrEqual(n + CODEC_DELAY);
+      expect(streamed.samples.length).toBeLessThan(n + CODEC_DELAY + 576);
+      expect(snr(wav.samples, streamed.samples.subarray(CODEC_DELAY))).toBeGreaterThan(25);
+
+      const sse = await ask({ stream_format: "sse" });
+      expect(sse.headers.get("content-type")).toBe("text/event-stream");
+      const events = (await sse.text()).split("\n\n").filter(Boolean).map((e) =>
+        JSON.parse(e.split("data: ")[1])
+      );
+      expect(events.at(-1)).toEqual({ type: "speech.audio.done" });
+      const bytes = events.slice(0, -1).map((e) => Uint8Array.from(atob(e.audio), (c) => c.charCodeAt(0)));
+      expect((await decodeAudio(concatBytes(bytes))).samples.length).toBe(streamed.samples.length);
     });
 
     it("speaks faster at speed 2 than at speed 1", async () => {
@@ -289,7 +339,7 @@ describe("speech on one node", () => {
 
     it.each([
       [{ model: TTS, input: "x", voice: "klingon-7" }, 400, /voice klingon-7 is not offered/],
-      [{ model: TTS, input: "x", response_format: "mp3" }, 400, /response_format mp3 is not available/],
+      [{ model: TTS, input: "x", response_format: "aac" }, 400, /response_format aac is not available/],
       [{ model: TTS, input: "" }, 400, /input/],
       [{ model: TTS, input: "x", speed: 9 }, 400, /speed/],
       [{ model: "nobody/nothing", input: "x" }, 404, /No instance found/],
@@ -648,12 +698,15 @@ describe("speech on one node", () => {
           : [];
         return runners.length > 0 && runners.every((r: string) => runnerTag(s, r) === "RunnerReady");
       }, "the placed espeak-ng runner");
+      // No response_format: the bundled card answers with MP3, as OpenAI does.
       const speech = await fetch(`${node.url}/v1/audio/speech`, {
         method: "POST",
         body: JSON.stringify({ model: "skulk/espeak-ng", input: "Placed like any other model." }),
       });
       expect(speech.status).toBe(200);
-      expect(parseWav(new Uint8Array(await speech.arrayBuffer())).samples.length).toBeGreaterThan(10_000);
+      expect(speech.headers.get("content-type")).toBe("audio/mpeg");
+      const decoded = await decodeAudio(new Uint8Array(await speech.arrayBuffer()));
+      expect(decoded.samples.length).toBeGreaterThan(10_000);
     });
   });
 

@@ -9,6 +9,7 @@ import { z } from "zod";
 import { AudioFormatError, durationSeconds, pcm16FromBytes, wavHeader } from "../../audio/pcm.ts";
 import { encodeFlac } from "../../audio/flac.ts";
 import { encodeOggOpus } from "../../audio/opus.ts";
+import { encodeMp3FromPcm16, Mp3Encoder, mp3EncoderStream } from "../../audio/mp3.ts";
 import { decodeAudio, UnsupportedAudio } from "../../audio/decode.ts";
 import {
   completedEvent,
@@ -45,7 +46,8 @@ const OPENAI_VOICES = new Set([
 ]);
 const SPEECH_FORMATS = ["wav", "pcm", "mp3", "flac", "opus", "aac"] as const;
 /** What espeak-ng output can be encoded to in-process. */
-const ENCODABLE = new Set(["wav", "pcm", "flac", "opus"]);
+const ENCODABLE = new Set(["wav", "pcm", "mp3", "flac", "opus"]);
+const CONTENT_TYPES: Record<string, string> = { wav: "audio/wav", pcm: "audio/pcm", mp3: "audio/mpeg" };
 /** Formats encoded whole from the finished audio (their frames or pages need whole blocks). */
 const WHOLE = new Set(["flac", "opus"]);
 
@@ -66,7 +68,7 @@ export const SpeechRequest = z.looseObject({
 describe({
   method: "post",
   path: "/v1/audio/speech",
-  summary: "Text to speech (wav or pcm; stream=true streams as it is spoken)",
+  summary: "Text to speech (mp3, wav, pcm, flac or opus; stream=true streams mp3, wav and pcm as spoken)",
   tag: "audio",
   body: SpeechRequest,
 });
@@ -136,11 +138,11 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
   if ("remote" in route) return forwarded(c, route, raw);
   const runner = route.local;
   const format = req.response_format ??
-    (route.card.audio?.default_response_format as typeof req.response_format) ?? "wav";
+    (route.card.audio?.default_response_format as typeof req.response_format) ?? "mp3";
   if (!ENCODABLE.has(format)) {
     throw new ApiError(
       400,
-      `response_format ${format} is not available from ${runner.engineKind}; use wav, pcm, flac or opus`,
+      `response_format ${format} is not available from ${runner.engineKind}; use mp3, wav, pcm, flac or opus`,
       { param: "response_format", type: "invalid_request_error" },
     );
   }
@@ -169,19 +171,27 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
   const headers = { ...pcmHeaders(ESPEAK_SAMPLE_RATE), "X-Audio-Voice": voice };
   // FLAC and Opus are encoded whole, so they are sent when synthesis ends even when streaming is asked.
   if ((req.stream || req.stream_format === "sse") && !WHOLE.has(format)) {
-    // Streamed WAV carries an open-ended header (size 0xFFFFFFFF), as streaming encoders write it.
-    const body = format === "wav" ? withPrefix(wavHeader(ESPEAK_SAMPLE_RATE, 0xffffffff - 36), pcm) : pcm;
+    // Streamed WAV carries an open-ended header (size 0xFFFFFFFF), as streaming encoders write it; MP3
+    // frames go out as each is coded.
+    const body = format === "wav"
+      ? withPrefix(wavHeader(ESPEAK_SAMPLE_RATE, 0xffffffff - 36), pcm)
+      : format === "mp3"
+      ? pcm.pipeThrough(mp3EncoderStream(new Mp3Encoder(ESPEAK_SAMPLE_RATE)))
+      : pcm;
     if (req.stream_format === "sse") {
       return new Response(speechEvents(body), {
         headers: { ...headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache" },
       });
     }
-    return new Response(body, {
-      headers: { ...headers, "Content-Type": format === "wav" ? "audio/wav" : "audio/pcm" },
-    });
+    return new Response(body, { headers: { ...headers, "Content-Type": CONTENT_TYPES[format] } });
   }
   let bytes: Uint8Array;
   try {
+    if (format === "mp3") {
+      // Coded as the speech arrives: a long answer is not one long encoding at the end.
+      const mp3 = await encodeMp3FromPcm16(pcm, ESPEAK_SAMPLE_RATE);
+      return new Response(mp3 as BodyInit, { headers: { ...headers, "Content-Type": CONTENT_TYPES.mp3 } });
+    }
     bytes = new Uint8Array(await new Response(pcm).arrayBuffer());
   } catch (e) {
     throw new ApiError(502, (e as Error).message);
