@@ -79,7 +79,9 @@ export async function fetchFile(o: FetchFileOptions): Promise<FetchFileResult> {
   try {
     // Another download of this file (another process on the same models dir) waits here rather than interleaving.
     await file.lock(true);
-    if (start === 0) await file.truncate(0);
+    // Only a non-empty partial is truncated: on ext4 a truncate to zero makes the file's last close start a
+    // writeback of every byte written since (auto_da_alloc), which put 0.4-0.9 s per GB back on the critical path.
+    if (start === 0 && (await file.stat()).size > 0) await file.truncate(0);
     o.onBytes?.(start);
     const resumedFrom = start;
     let written = start;
