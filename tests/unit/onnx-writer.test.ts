@@ -3,7 +3,7 @@
  * what is written decodes to the same graph, weights and metadata, byte layouts match the protobuf spec.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { decodeOnnx, encodeOnnx, onnxMetadata, type OnnxModel } from "../../src/models/onnx/model.ts";
+import { decodeOnnx, encodeOnnx, type OnnxModel, readOnnxMetadata } from "../../src/models/onnx/model.ts";
 import { intsOf, ProtoError, ProtoWriter, readFields, signed } from "../../src/models/onnx/protobuf.ts";
 import {
   PIPER_SYMBOLS,
@@ -92,7 +92,8 @@ describe("ONNX models", () => {
     };
     const back = decodeOnnx(encodeOnnx(model));
     expect(back).toEqual(model);
-    expect(onnxMetadata(encodeOnnx(model))).toEqual(model.metadata);
+    Deno.writeFileSync(`${dir}/g.onnx`, encodeOnnx(model));
+    expect(readOnnxMetadata(`${dir}/g.onnx`)).toEqual(model.metadata);
   });
 
   it("starts with ir_version, as every ONNX file does", () => {
@@ -102,6 +103,13 @@ describe("ONNX models", () => {
 
   it("says a file without a graph is not a model", () => {
     expect(() => decodeOnnx(new ProtoWriter().int(1, 8).finish())).toThrow(/not an ONNX model/);
+  });
+
+  it("reads the metadata of a file without decoding its weights, and refuses what is not ONNX", () => {
+    Deno.writeFileSync(`${dir}/voice.onnx`, encodeOnnx(tinyPiper({ speakers: 2 })));
+    expect(readOnnxMetadata(`${dir}/voice.onnx`)).toMatchObject({ n_speakers: "2", sample_rate: "22050" });
+    Deno.writeTextFileSync(`${dir}/text.onnx`, "this is text, not a model\n");
+    expect(() => readOnnxMetadata(`${dir}/text.onnx`)).toThrow(/not an ONNX file|runs past the end/);
   });
 });
 
@@ -176,6 +184,6 @@ describe("the tiny Piper voice", () => {
     expect(Deno.readFileSync(`${voice}/model.onnx`)).toEqual(before);
     expect(Deno.readTextFileSync(`${voice}/tokens.txt`)).toBe(piperTokensTxt());
     expect(JSON.parse(Deno.readTextFileSync(`${voice}/model.onnx.json`)).audio.sample_rate).toBe(22050);
-    expect([...Deno.readDirSync(dir)].map((e) => e.name)).toEqual(["voice"]);
+    expect([...Deno.readDirSync(dir)].filter((e) => e.isDirectory).map((e) => e.name)).toEqual(["voice"]);
   });
 });

@@ -10,8 +10,10 @@ import {
   type ProtoField,
   ProtoWriter,
   readFields,
+  readVarint,
   stringOf,
   stringsOf,
+  WIRE,
 } from "./protobuf.ts";
 
 /** onnx.proto TensorProto.DataType values used here. */
@@ -214,11 +216,44 @@ export function decodeOnnx(bytes: Uint8Array): OnnxModel {
 }
 
 /**
- * Only the metadata of an ONNX file, without decoding its tensors (a model's weights can be hundreds of MB,
- * and metadata_props follow the graph, so the file is read whole but only the top level is walked).
+ * The metadata of an ONNX file, read without loading it: the top-level fields are walked by seeking past
+ * each (a voice's weights can be hundreds of MB; metadata_props usually come last).
  */
-export function onnxMetadata(bytes: Uint8Array): Record<string, string> {
+export function readOnnxMetadata(path: string): Record<string, string> {
+  using file = Deno.openSync(path);
+  const size = file.statSync().size;
+  const head = new Uint8Array(24);
   const metadata: Record<string, string> = {};
-  for (const e of messagesOf(readFields(bytes), 14)) metadata[stringOf(e, 1) ?? ""] = stringOf(e, 2) ?? "";
+  let at = 0;
+  while (at < size) {
+    file.seekSync(at, Deno.SeekMode.Start);
+    const n = file.readSync(head) ?? 0;
+    const view = head.subarray(0, n);
+    const [key, afterKey] = readVarint(view, 0);
+    const field = Number(key >> 3n);
+    const wire = Number(key & 7n);
+    if (wire === WIRE.varint) {
+      at += readVarint(view, afterKey)[1];
+    } else if (wire === WIRE.fixed32 || wire === WIRE.fixed64) {
+      at += afterKey + (wire === WIRE.fixed32 ? 4 : 8);
+    } else if (wire === WIRE.bytes) {
+      const [len, afterLen] = readVarint(view, afterKey);
+      const start = at + afterLen;
+      if (start + Number(len) > size) {
+        throw new OnnxFormatError(`field ${field} runs past the end of ${path}`);
+      }
+      if (field === 14) {
+        const payload = new Uint8Array(Number(len));
+        file.seekSync(start, Deno.SeekMode.Start);
+        let got = 0;
+        while (got < payload.length) got += file.readSync(payload.subarray(got)) ?? payload.length;
+        const entry = readFields(payload);
+        metadata[stringOf(entry, 1) ?? ""] = stringOf(entry, 2) ?? "";
+      }
+      at = start + Number(len);
+    } else {
+      throw new OnnxFormatError(`${path} is not an ONNX file (wire type ${wire} at byte ${at})`);
+    }
+  }
   return metadata;
 }

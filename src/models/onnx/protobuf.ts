@@ -96,7 +96,8 @@ export interface ProtoField {
 
 export class ProtoError extends Error {}
 
-function readVarint(buf: Uint8Array, at: number): [bigint, number] {
+/** A varint at `at`: its value and the offset after it. */
+export function readVarint(buf: Uint8Array, at: number): [bigint, number] {
   let v = 0n;
   let shift = 0n;
   for (let i = at; i < buf.length; i++) {

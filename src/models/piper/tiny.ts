@@ -207,7 +207,7 @@ export function tinyPiperConfig(opts: TinyPiperOptions = {}): Record<string, unk
     num_speakers: o.speakers,
     speaker_id_map: speakers,
     phoneme_id_map: Object.fromEntries(PIPER_SYMBOLS.map((s, i) => [s, [i]])),
-    dataset: "skulk-tiny-piper",
+    dataset: "tiny",
   };
 }
 
