@@ -14,6 +14,8 @@ import { findEngines } from "../engines/discovery.ts";
 import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
 import { rpcServerProcess } from "../engines/rpc-server.ts";
 import type { VoiceDir } from "../engines/sherpa/voice-dir.ts";
+import { sherpaProcess } from "../engines/sherpa/engine.ts";
+import { VadHost } from "../engines/sherpa/vad.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
@@ -61,6 +63,7 @@ export class Worker implements Plane {
   readonly #ports = new PortAllocator();
   #ctx!: NodeContext;
   #stopped = false;
+  #vad: VadHost | null = null;
 
   runner(runnerId: string): LocalRunner | undefined {
     return this.#runners.get(runnerId);
@@ -80,7 +83,24 @@ export class Worker implements Plane {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    await Promise.all(this.runners().map((r) => this.#stopRunner(r, "node shutting down", false)));
+    await Promise.all([
+      ...this.runners().map((r) => this.#stopRunner(r, "node shutting down", false)),
+      this.#vad?.stop(),
+    ]);
+  }
+
+  /** The node's Silero VAD child (realtime sessions whose turn detection is `silero`), started on first use. */
+  vad(): VadHost {
+    this.#vad ??= new VadHost((model) => {
+      const port = this.#ports.allocate();
+      const engine = sherpaProcess(
+        { port, config: { vad: { model } } },
+        sqliteRegistry(this.#ctx.store.db, { port }),
+      );
+      engine.onDeath((reason) => log.warn("the Silero VAD child died: {reason}", { reason }));
+      return { engine, port, release: () => this.#ports.release(port) };
+    });
+    return this.#vad;
   }
 
   /** Runs the plan against the current state. Synchronous: actions start work and return at once. */

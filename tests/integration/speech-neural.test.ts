@@ -1,14 +1,30 @@
 /**
  * Neural speech end to end on a real node: sherpa-onnx in its own child process speaks with our tiny
- * random-weight Piper voices (phonemes from the system's espeak-ng data). The sound is noise: headers,
- * sample rates, durations, voices, streaming, errors and the child's death are what is checked.
+ * random-weight Piper voices (phonemes from the system's espeak-ng data), and Silero VAD (in the node's
+ * sherpa-onnx child) finds turns in realtime sessions. The sound is noise: headers, sample rates,
+ * durations, voices, streaming, event order, errors and the children's deaths are what is checked.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseWav } from "../../src/audio/pcm.ts";
+import { EnergyVad, TurnDetectionSchema } from "../../src/audio/vad.ts";
 import { speechBackendTags } from "../../src/engines/dispatch.ts";
 import { pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
-import { expectPcmHeaders, expectSpokenWav, piperCardWire, tinyPiperVoice } from "../helpers/speech.ts";
+import {
+  espeakWav,
+  expectPcmHeaders,
+  expectSpokenWav,
+  pcm24,
+  piperCardWire,
+  realtimeSession,
+  sendAudio,
+  sendTwoUtterances,
+  sileroModel,
+  tinyPiperVoice,
+  tinyWhisperModel,
+  whisperCardWire,
+  whisperServerBinary,
+} from "../helpers/speech.ts";
 
 const SOLO = "skulk-test/tiny-piper";
 const TRIO = "skulk-test/tiny-piper-3";
@@ -198,6 +214,147 @@ describe("a voice that cannot load", () => {
       Deno.removeSync(dir, { recursive: true });
     } finally {
       await node.stop();
+    }
+  });
+});
+
+describe("Silero VAD in realtime sessions", () => {
+  const STT = "skulk-test/tiny-whisper";
+  let node: Daemon;
+  let hello: Float32Array;
+
+  beforeAll(async () => {
+    node = await startDaemon({
+      env: {
+        SKULK_WHISPER_SERVER_BIN: await whisperServerBinary(),
+        SKULK_SILERO_VAD_MODEL: await sileroModel(),
+        SKULK_SPEECH_VAD: "silero",
+      },
+    });
+    const runnerId = await place(node, whisperCardWire(STT, await tinyWhisperModel()));
+    await ready(node, runnerId, "the tiny whisper");
+    hello = pcm24(await espeakWav("hello there, this is a test of the speech system"));
+  });
+  afterAll(async () => {
+    await node?.stop();
+  });
+
+  it("takes the node's default detector, finds each utterance, and commits it in order", async () => {
+    const { ws, next, events } = await realtimeSession(node.url, STT);
+    try {
+      const created = await next("session.created");
+      expect((created.session as { turn_detection: { detector: string } }).turn_detection.detector).toBe(
+        "silero",
+      );
+      ws.send(JSON.stringify({
+        type: "session.update",
+        session: { turn_detection: { type: "server_vad", detector: "silero", silence_duration_ms: 300 } },
+      }));
+      await next("session.updated");
+      sendTwoUtterances(ws, hello);
+      const first = await next("conversation.item.input_audio_transcription.completed");
+      const second = await next("conversation.item.input_audio_transcription.completed");
+      const order = events.map((e) => e.type).filter((t) =>
+        typeof t === "string" && t.startsWith("input_audio_buffer.")
+      );
+      expect(order.slice(0, 6)).toEqual([
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+        "input_audio_buffer.speech_started",
+        "input_audio_buffer.speech_stopped",
+        "input_audio_buffer.committed",
+      ]);
+      const commits = events.filter((e) => e.type === "input_audio_buffer.committed").map((e) => e.item_id);
+      expect([first.item_id, second.item_id]).toEqual(commits.slice(0, 2));
+      // The speech starts 0.5 s in and lasts as long as espeak-ng's clip; Silero's edges are within 0.3 s.
+      const started = events.find((e) => e.type === "input_audio_buffer.speech_started")!;
+      const stopped = events.find((e) => e.type === "input_audio_buffer.speech_stopped")!;
+      const speechMs = (hello.length / 24000) * 1000;
+      expect(started.audio_start_ms as number).toBeGreaterThanOrEqual(200);
+      expect(started.audio_start_ms as number).toBeLessThanOrEqual(700);
+      expect(stopped.audio_end_ms as number).toBeGreaterThan(500 + speechMs - 300);
+      expect(stopped.audio_end_ms as number).toBeLessThan(500 + speechMs + 400);
+    } finally {
+      ws.close();
+    }
+  });
+
+  it("hears nothing in silence and in a steady hum that an energy detector would call speech", async () => {
+    const { ws, next, events } = await realtimeSession(node.url, STT);
+    try {
+      await next("session.created");
+      const hum = new Float32Array(24000 * 2).map((_, i) => 0.05 * Math.sin((2 * Math.PI * 50 * i) / 24000));
+      const energy = new EnergyVad(TurnDetectionSchema.parse({}), 24000);
+      expect(energy.push(hum).map((e) => e.type)).toContain("speech_started");
+      sendAudio(ws, new Float32Array(24000));
+      sendAudio(ws, hum);
+      ws.send(JSON.stringify({ type: "input_audio_buffer.clear" }));
+      await next("input_audio_buffer.cleared");
+      expect(events.map((e) => e.type)).toEqual(["session.created", "input_audio_buffer.cleared"]);
+    } finally {
+      ws.close();
+    }
+  });
+
+  it("ends a session with 1011 when the Silero child dies, and the next session starts a new one", async () => {
+    const first = await realtimeSession(node.url, STT);
+    const closed = new Promise<number>((r) => (first.ws.onclose = (e) => r(e.code)));
+    await first.next("session.created");
+    sendAudio(first.ws, new Float32Array(2400));
+    await new Promise((r) => setTimeout(r, 500)); // the child is up once an append has been answered
+    const r = await skulk([
+      "sql",
+      "--data-dir",
+      node.dataDir,
+      "--json",
+      "SELECT pid FROM engine_processes WHERE kind = 'sherpa-onnx-vad'",
+    ]);
+    const [{ pid }] = JSON.parse(r.stdout) as { pid: number }[];
+    Deno.kill(pid, "SIGKILL");
+    sendAudio(first.ws, new Float32Array(2400));
+    const failed = await first.next("error");
+    expect((failed.error as { code: string }).code).toBe("vad_failed");
+    expect(await closed).toBe(1011);
+    const second = await realtimeSession(node.url, STT);
+    try {
+      await second.next("session.created");
+      sendAudio(second.ws, new Float32Array(12000));
+      sendAudio(second.ws, hello);
+      sendAudio(second.ws, new Float32Array(24000));
+      await second.next("input_audio_buffer.committed");
+    } finally {
+      second.ws.close();
+    }
+  });
+
+  it("refuses silero when the model is missing, naming how to get it", async () => {
+    const other = await startDaemon({
+      env: {
+        SKULK_WHISPER_SERVER_BIN: await whisperServerBinary(),
+        SKULK_SILERO_VAD_MODEL: "/nonexistent/silero.onnx",
+      },
+    });
+    try {
+      const runnerId = await place(other, whisperCardWire(STT, await tinyWhisperModel()));
+      await ready(other, runnerId, "the tiny whisper");
+      const { ws, next } = await realtimeSession(other.url, STT);
+      try {
+        const created = await next("session.created");
+        expect((created.session as { turn_detection: { detector: string } }).turn_detection.detector).toBe(
+          "energy",
+        );
+        ws.send(
+          JSON.stringify({ type: "session.update", session: { turn_detection: { detector: "silero" } } }),
+        );
+        const e = await next("error");
+        expect(e.error).toMatchObject({ code: "invalid_value" });
+        expect((e.error as { message: string }).message).toMatch(/scripts\/fetch-silero-vad/);
+      } finally {
+        ws.close();
+      }
+    } finally {
+      await other.stop();
     }
   });
 });
