@@ -265,15 +265,12 @@ export async function runSherpaHost(input: unknown): Promise<void> {
   }
   if (config.vad) {
     // Loaded once here so a bad file fails the start, not the first session.
-    new VadSession(
-      new sherpa.Vad({
-        sileroVad: { model: config.vad.model, windowSize: WINDOW },
-        sampleRate: VAD_RATE,
-        numThreads: 1,
-        debug: false,
-      }, 1),
-      { threshold: 0.5, minSilence: 0.3, minSpeech: 0.2, maxSpeech: 20 },
-    );
+    new sherpa.Vad({
+      sileroVad: { model: config.vad.model, windowSize: WINDOW },
+      sampleRate: VAD_RATE,
+      numThreads: 1,
+      debug: false,
+    }, 1);
     log(`loaded Silero VAD ${config.vad.model}`);
   }
   const queue = new Queue();
