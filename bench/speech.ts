@@ -1,6 +1,7 @@
 /**
- * bench/speech: speech through a real node in one run. TTS real-time factor (espeak-ng: synthesis time over
- * audio length), transcription real-time factor with the tiny random whisper model (straight to
+ * bench/speech: speech through a real node in one run. Each engine's time from placement to ready; TTS
+ * real-time factor (synthesis time over audio length: espeak-ng, and sherpa-onnx with the tiny random Piper
+ * voice); transcription real-time factor with the tiny random whisper model (straight to
  * whisper-server and through Skulk, interleaved, so the proxy's share shows), realtime latency from
  * `commit` to `completed`, what parallel transcriptions cost (whisper-server runs one at a time; Skulk
  * queues them), and how fast the in-process encoders turn speech into MP3, FLAC and Opus.
@@ -17,7 +18,9 @@ import {
   audioLlmCardWire,
   espeakCardWire,
   espeakWav,
+  piperCardWire,
   tinyAudioProjectorModel,
+  tinyPiperVoice,
   tinyWhisperModel,
   whisperCardWire,
   whisperServerBinary,
@@ -30,6 +33,7 @@ const arg = (name: string, dflt: number) => {
 const REQUESTS = arg("requests", 8);
 const PARALLEL = arg("parallel", 4);
 const TTS = "bench/espeak";
+const NEURAL = "bench/tiny-piper";
 const STT = "bench/tiny-whisper";
 const LLM = "bench/tiny-audio-llm";
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -46,44 +50,50 @@ try {
   for (
     const card of [
       espeakCardWire(TTS),
+      piperCardWire(NEURAL, await tinyPiperVoice(1)),
       whisperCardWire(STT, await tinyWhisperModel()),
       audioLlmCardWire(LLM, await tinyModel(), await tinyAudioProjectorModel(64)),
     ]
   ) {
     const instance = singleNodeInstance(node.nodeId, card);
+    const placed = performance.now();
     await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) =>
       r.body?.cancel()
     );
     const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
     await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", card.modelId, 120_000);
+    // Placement to ready: for the sherpa-onnx voice this is its child's start (a Deno process) and load.
+    console.log(`${card.modelId}: placed to ready in ${fmt((performance.now() - placed) / 1000, 2)} s`);
   }
   const [whisperPort] = await enginePorts(node.dataDir, "whisper-server");
 
-  // 1. TTS: real-time factor of espeak-ng through /v1/audio/speech.
+  // 1. TTS: real-time factor through /v1/audio/speech, espeak-ng and the tiny sherpa-onnx voice side by side.
   const texts = [
     "Hello.",
     "The quick brown fox jumps over the lazy dog.",
     "Speech served by the cluster like any model: launch it, and every node answers OpenAI's audio routes with the same voice, on Linux and Macs alike.",
   ];
-  console.log("text-to-speech (espeak-ng), median of", REQUESTS);
-  for (const input of texts) {
-    const times: number[] = [];
-    let seconds = 0;
-    for (let i = 0; i < REQUESTS; i++) {
-      const t0 = performance.now();
-      const res = await fetch(`${node.url}/v1/audio/speech`, {
-        method: "POST",
-        body: JSON.stringify({ model: TTS, input, response_format: "wav" }),
-      });
-      const wav = parseWav(new Uint8Array(await res.arrayBuffer()));
-      times.push((performance.now() - t0) / 1000);
-      seconds = wav.samples.length / wav.sampleRate;
+  for (const [model, what] of [[TTS, "espeak-ng"], [NEURAL, "sherpa-onnx, tiny random Piper voice"]]) {
+    console.log(`text-to-speech (${what}), median of ${REQUESTS}`);
+    for (const input of texts) {
+      const times: number[] = [];
+      let seconds = 0;
+      for (let i = 0; i < REQUESTS; i++) {
+        const t0 = performance.now();
+        const res = await fetch(`${node.url}/v1/audio/speech`, {
+          method: "POST",
+          body: JSON.stringify({ model, input, response_format: "wav" }),
+        });
+        const wav = parseWav(new Uint8Array(await res.arrayBuffer()));
+        times.push((performance.now() - t0) / 1000);
+        seconds = wav.samples.length / wav.sampleRate;
+      }
+      console.log(
+        `  ${String(input.length).padStart(4)} chars -> ${fmt(seconds, 2)} s audio in ${
+          fmt(median(times))
+        } s: RTF ${fmt(median(times) / seconds)}`,
+      );
     }
-    console.log(
-      `  ${String(input.length).padStart(4)} chars -> ${fmt(seconds, 2)} s audio in ${
-        fmt(median(times))
-      } s: RTF ${fmt(median(times) / seconds)}`,
-    );
   }
 
   // 1b. The response formats' encoders, in-process, on the longest text's speech: times real time.

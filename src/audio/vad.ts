@@ -1,12 +1,18 @@
 /**
- * Server-side voice activity detection for /v1/realtime: an energy detector over 10 ms frames with the
- * turn_detection knobs upstream exposes (aggressiveness 0..3, prefix padding, silence, minimum speech,
- * maximum utterance). Pure: feed samples, get speech start/stop positions in samples.
+ * Server-side voice activity detection for /v1/realtime: the turn_detection knobs upstream exposes
+ * (aggressiveness 0..3, prefix padding, silence, minimum speech, maximum utterance), the detector interface,
+ * and the energy detector over 10 ms frames (pure: feed samples, get speech start/stop positions).
  */
 import { z } from "zod";
 
+/** Which detector decides turns: RMS energy here, or Silero VAD in the node's sherpa-onnx child. */
+export const DetectorSchema = z.enum(["energy", "silero"]);
+export type Detector = z.infer<typeof DetectorSchema>;
+
 export const TurnDetectionSchema = z.looseObject({
   type: z.enum(["server_vad", "none"]).default("server_vad"),
+  /** Ours: the detector; absent means the node's `speech.vad` setting. */
+  detector: DetectorSchema.optional(),
   aggressiveness: z.number().int().min(0).max(3).default(2),
   threshold: z.number().min(0).max(1).optional(),
   prefix_padding_ms: z.number().int().min(0).max(5000).default(200),
@@ -24,7 +30,17 @@ export type VadEvent = { type: "speech_started"; atSample: number } | {
   atSample: number;
 };
 
-export class EnergyVad {
+/** A detector: events in order, positions in samples since the session began (Silero answers asynchronously). */
+export interface VoiceActivityDetector {
+  push(samples: Float32Array): VadEvent[] | Promise<VadEvent[]>;
+  /** Forget the state (after a manual commit or clear); positions keep counting. */
+  reset(): void | Promise<void>;
+  readonly inSpeech: boolean;
+  /** Releases what the detector holds (Silero's socket). */
+  close(): void;
+}
+
+export class EnergyVad implements VoiceActivityDetector {
   readonly #frame: number;
   readonly #level: number;
   #pending = new Float32Array(0);
@@ -97,4 +113,6 @@ export class EnergyVad {
     this.#speechFrames = 0;
     this.#silenceFrames = 0;
   }
+
+  close(): void {}
 }

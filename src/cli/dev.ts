@@ -1,10 +1,11 @@
 /**
- * `skulk dev`: developer tools. `make-model` writes a tiny random-weight llama GGUF with a real tokenizer,
- * small enough for tests and demos, that llama-server serves (chat, completion, embeddings, RPC splits).
+ * `skulk dev`: developer tools. `make-model` writes a tiny random-weight llama GGUF with a real tokenizer
+ * that llama-server serves; `make-voice` a tiny random-weight Piper voice that sherpa-onnx speaks with.
  */
 import type { Command } from "commander";
 import { writeTinyModel } from "../models/gguf/tiny.ts";
 import { VocabNotFound } from "../models/gguf/vocab.ts";
+import { resolveTinyPiper, writeTinyPiper } from "../models/piper/tiny.ts";
 import { CliError, formatBytes } from "./common.ts";
 
 const int = (name: string) => (v: string): number => {
@@ -73,6 +74,40 @@ export function registerDev(program: Command): Command {
       } catch (e) {
         if (e instanceof VocabNotFound || e instanceof RangeError) throw new CliError(e.message, 2);
         throw e;
+      }
+    });
+  dev.command("make-voice")
+    .description(
+      "write a tiny random-weight Piper voice directory (model.onnx, tokens.txt, model.onnx.json) for sherpa-onnx",
+    )
+    .requiredOption("--out <dir>", "directory to create (it must not exist yet)")
+    .option("--speakers <n>", "speakers; more than one adds a speaker id input (default 1)", int("speakers"))
+    .option("--sample-rate <hz>", "sample rate written in the metadata (default 22050)", int("sample-rate"))
+    .option("--seed <n>", "weights seed (default 1)", int("seed"))
+    .option("--json", "print the result as JSON")
+    .action(async (flags) => {
+      let options;
+      try {
+        options = resolveTinyPiper({
+          speakers: flags.speakers,
+          sampleRate: flags.sampleRate,
+          seed: flags.seed,
+        });
+      } catch (e) {
+        if (e instanceof RangeError) throw new CliError(e.message, 2);
+        throw e;
+      }
+      if (await Deno.stat(flags.out).then(() => true, () => false)) {
+        throw new CliError(`--out ${flags.out} already exists; name a new directory`, 2);
+      }
+      const bytes = await writeTinyPiper(flags.out, options);
+      if (flags.json) console.log(JSON.stringify({ path: flags.out, bytes, options }));
+      else {
+        console.log(
+          `wrote ${flags.out} (model.onnx ${
+            formatBytes(bytes)
+          }, ${options.speakers} speaker(s), ${options.sampleRate} Hz)`,
+        );
       }
     });
   return dev;

@@ -6,6 +6,8 @@ import type { Command } from "commander";
 import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
 import { findEspeak } from "../engines/espeak.ts";
+import { findSherpaOnnx, HOST_SUBCOMMAND } from "../engines/sherpa/engine.ts";
+import { runSherpaHost } from "../engines/sherpa/host.ts";
 import { findWhisperServer } from "../engines/whisper-server.ts";
 import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
@@ -19,7 +21,11 @@ export function registerEngine(program: Command): void {
     .option("--json", "as JSON")
     .action(async (flags) => {
       const found = await findEngines();
-      const speech = { whisperServer: findWhisperServer(), espeak: findEspeak() };
+      const speech = {
+        whisperServer: findWhisperServer(),
+        espeak: findEspeak(),
+        sherpaOnnx: findSherpaOnnx(),
+      };
       const info = { ...found, ...speech, backends: [...backendTags(found), ...speechBackendTags()] };
       if (flags.json) {
         console.log(JSON.stringify(info, null, 2));
@@ -49,8 +55,28 @@ export function registerEngine(program: Command): void {
           speech.espeak ?? "not found (text-to-speech; install the Debian package espeak-ng)"
         }`,
       );
+      console.log(
+        `sherpa-onnx:     ${
+          speech.sherpaOnnx ??
+            "not found (neural voices; the npm package sherpa-onnx-node has no build for this platform)"
+        }`,
+      );
       console.log(`advertised:      ${info.backends.join(", ") || "none"}`);
       if (!found.llamaServer) throw new CliError("no llama-server found", 1);
+    });
+  // The node's sherpa-onnx child (src/engines/sherpa/host.ts): the same executable, so a compiled binary
+  // needs no separate file. Hidden: the worker starts it, people do not.
+  engine.command(HOST_SUBCOMMAND[1], { hidden: true })
+    .description("serve a sherpa-onnx model on 127.0.0.1 (started by the node)")
+    .requiredOption("--config <json>", "the child's config (src/engines/sherpa/protocol.ts)")
+    .action(async (flags) => {
+      let config: unknown;
+      try {
+        config = JSON.parse(flags.config);
+      } catch (e) {
+        throw new CliError(`--config is not JSON: ${(e as Error).message}`, 2);
+      }
+      await runSherpaHost(config);
     });
   engine.command("build")
     .description(

@@ -3,6 +3,7 @@
  * zod schema and default. Loading (config/load.ts) resolves flags > env > skulk.yaml > defaults per key.
  */
 import { z } from "zod";
+import { DetectorSchema } from "../audio/vad.ts";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
 
 const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(
@@ -163,6 +164,13 @@ export const SETTINGS = {
     env: "SKULK_TELEMETRY_HISTORY_RETENTION_HOURS",
     schema: z.coerce.number().positive("must be a positive number of hours"),
     default: 168,
+  }),
+  /** The realtime route's turn detector when a session names none (`turn_detection.detector`). */
+  speechVad: setting({
+    key: "speech.vad",
+    env: "SKULK_SPEECH_VAD",
+    schema: DetectorSchema,
+    default: "energy" as const,
   }),
   defaultModel: setting({
     key: "inference.default_model",

@@ -3,18 +3,11 @@
  * stops cleanly and exits 75 so the supervisor starts it again; otherwise it stops cleanly and re-executes
  * its own command line detached. Either way it comes back on the same data dir, so with the same node id.
  */
+import { ownCommand } from "../node/self.ts";
 import type { RunningNode } from "./node.ts";
 
 /** The exit code a supervisor treats as "start me again" (EX_TEMPFAIL, as upstream uses). */
 export const RESTART_EXIT_CODE = 75;
-
-/** The argv that runs this same program again: the compiled binary, or `deno run -A <main.ts>` from source. */
-export function ownCommand(execPath: string, mainModule: string, args: string[]): string[] {
-  const fromSource = /(^|[\\/])deno(\.exe)?$/.test(execPath);
-  return fromSource
-    ? [execPath, "run", "-A", decodeURIComponent(new URL(mainModule).pathname), ...args]
-    : [execPath, ...args];
-}
 
 export function restartHook(node: RunningNode, env = Deno.env.toObject()) {
   let pending = false;

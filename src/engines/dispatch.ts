@@ -5,6 +5,8 @@
 import type { ModelCard } from "../models/card.ts";
 import { findEngines } from "./discovery.ts";
 import { findEspeak } from "./espeak.ts";
+import { findSherpaOnnx, sherpaProcess } from "./sherpa/engine.ts";
+import { readVoiceDir, type VoiceDir, VoiceDirError } from "./sherpa/voice-dir.ts";
 import { llamaServerProcess } from "./llama-server.ts";
 import type { EngineProcess, ProcessRegistry } from "./process.ts";
 import { findWhisperServer, whisperServerProcess } from "./whisper-server.ts";
@@ -12,12 +14,13 @@ import { type EngineKind, engineKindFor } from "./kind.ts";
 
 export { type EngineKind, engineKindFor };
 
-/** Backend tags for the speech engines this node has (`whisper_cpp`, `espeak_ng`), advertised like llama.cpp's. */
+/** Backend tags for the speech engines this node has (`whisper_cpp`, `espeak_ng`, `sherpa_onnx`), advertised like llama.cpp's. */
 export function speechBackendTags(env: Record<string, string | undefined> = Deno.env.toObject()): string[] {
   const tags: string[] = [];
   const whisper = findWhisperServer(env);
   if (whisper) tags.push("whisper_cpp", `whisper_cpp-${whisperBackend(whisper)}`);
   if (findEspeak(env)) tags.push("espeak_ng", "espeak_ng-cpu");
+  if (findSherpaOnnx(env)) tags.push("sherpa_onnx", "sherpa_onnx-cpu");
   return tags;
 }
 
@@ -39,6 +42,16 @@ export interface PreparedEngine {
   process: ((port: number, registry: ProcessRegistry) => EngineProcess) | null;
   /** The binary run per request (espeak-ng). */
   command: string | null;
+  /** A neural voice's sample rate and voices (sherpa-onnx), known before it starts. */
+  voice?: VoiceDir;
+}
+
+/** How the worker finds a card's files on this node (or downloads them). */
+export interface ModelFiles {
+  /** The one model file llama-server and whisper-server load. */
+  file: () => Promise<{ path: string } | { error: string }>;
+  /** The directory of a model made of several files (a sherpa-onnx voice). */
+  dir: () => Promise<{ path: string } | { error: string }>;
 }
 
 /** What a pool's driver adds to llama-server's command line. */
@@ -49,11 +62,11 @@ export interface LlamaExtras {
   verbosity?: number;
 }
 
-/** Prepares the card's engine; `obtainFile` finds (or downloads) the model file when the engine needs one. */
+/** Prepares the card's engine; `files` finds (or downloads) what the engine loads. */
 export async function prepareEngine(
   card: ModelCard,
   contextTokens: number,
-  obtainFile: () => Promise<{ path: string } | { error: string }>,
+  files: ModelFiles,
   llama: LlamaExtras = {},
 ): Promise<PreparedEngine | { error: string }> {
   const chosen = engineKindFor(card);
@@ -69,6 +82,31 @@ export async function prepareEngine(
       }
       return { kind: "espeak-ng", process: null, command: bin };
     }
+    case "sherpa-onnx": {
+      if (!findSherpaOnnx()) {
+        return {
+          error:
+            "sherpa-onnx was not found on this node: the npm package sherpa-onnx-node installed no native build for this platform",
+        };
+      }
+      const dir = await files.dir();
+      if ("error" in dir) return dir;
+      let voice: VoiceDir;
+      try {
+        voice = readVoiceDir(dir.path, card);
+      } catch (e) {
+        if (e instanceof VoiceDirError) return { error: e.message };
+        throw e;
+      }
+      // Operators can keep cores for the node; onnxruntime's default here is one thread per voice.
+      const threads = Number(Deno.env.get("SKULK_SHERPA_THREADS")) || 1;
+      return {
+        kind: "sherpa-onnx",
+        command: null,
+        voice,
+        process: (port, registry) => sherpaProcess({ port, config: { tts: voice.model, threads } }, registry),
+      };
+    }
     case "whisper-server": {
       const bin = findWhisperServer();
       if (!bin) {
@@ -77,7 +115,7 @@ export async function prepareEngine(
             "whisper-server was not found on this node: set SKULK_WHISPER_SERVER_BIN or run scripts/build-whisper",
         };
       }
-      const file = await obtainFile();
+      const file = await files.file();
       if ("error" in file) return file;
       return {
         kind: "whisper-server",
@@ -93,7 +131,7 @@ export async function prepareEngine(
             "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`",
         };
       }
-      const file = await obtainFile();
+      const file = await files.file();
       if ("error" in file) return file;
       const bin = engines.llamaServer;
       const mmproj = !card.mmproj_file

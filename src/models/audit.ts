@@ -96,7 +96,14 @@ export function auditCard(path: string, card: ModelCard): { problems: string[]; 
     if (!card.capabilities.some((c) => c === "tts" || c === "stt")) {
       p.push("[audio] without a tts/stt capability");
     }
-    const speechEngines = ["mlx_audio", "whisper_cpp", "espeak_ng", "llama_cpp", "llama_server"] as const;
+    const speechEngines = [
+      "mlx_audio",
+      "whisper_cpp",
+      "espeak_ng",
+      "sherpa_onnx",
+      "llama_cpp",
+      "llama_server",
+    ] as const;
     if (!speechEngines.some((e) => engines.has(e))) {
       p.push(`[audio] card without a speech engine (${speechEngines.join(", ")})`);
     }

@@ -10,6 +10,7 @@ import type { Config } from "../config/schema.ts";
 import type { DownloadManager } from "../downloads/manager.ts";
 import type { Catalog } from "../models/catalog.ts";
 import type { Store } from "../store/db.ts";
+import type { VadHost } from "../engines/sherpa/vad.ts";
 import type { LocalRunner } from "../worker/worker.ts";
 
 export interface NodeContext {
@@ -30,7 +31,12 @@ export interface NodeContext {
    */
   submit(event: Event): Promise<void>;
   /** This node's runners (absent on a node started with --no-worker). */
-  worker?: { runner(runnerId: string): LocalRunner | undefined; runners(): LocalRunner[] };
+  worker?: {
+    runner(runnerId: string): LocalRunner | undefined;
+    runners(): LocalRunner[];
+    /** The node's Silero VAD child, for realtime sessions that ask for it. */
+    vad(): VadHost;
+  };
   /** Set by the cluster plane while it runs: what the peer routes call. */
   cluster?: ClusterHandle;
   /** Set by the downloads plane: fetches model files onto this node (the worker calls `ensure` for driver shards). */

@@ -14,6 +14,7 @@ export const ENGINES = [
   "vllm",
   "whisper_cpp",
   "espeak_ng",
+  "sherpa_onnx",
 ] as const;
 export const COMPUTES = ["metal", "vulkan", "rocm", "cuda", "cpu"] as const;
 export type Engine = (typeof ENGINES)[number];
@@ -37,9 +38,9 @@ export function computeOf(tag: string): Compute | null {
 
 /**
  * Our runners: llama-server (with ggml-rpc-server donors for pools), and for speech whisper.cpp's
- * whisper-server and espeak-ng (src/engines/kind.ts decides which a card needs).
+ * whisper-server, espeak-ng and sherpa-onnx (src/engines/kind.ts decides which a card needs).
  */
-export type Runner = "llama.cpp" | "whisper.cpp" | "espeak-ng";
+export type Runner = "llama.cpp" | "whisper.cpp" | "espeak-ng" | "sherpa-onnx";
 
 export interface RunnerCapabilities {
   /** Card engines whose tags this runner serves: upstream's in-process llama_cpp and served llama_server both load a GGUF. */
@@ -86,6 +87,7 @@ export const RUNNERS: Record<Runner, RunnerCapabilities> = {
   },
   "whisper.cpp": speechOnly("whisper_cpp"),
   "espeak-ng": speechOnly("espeak_ng"),
+  "sherpa-onnx": speechOnly("sherpa_onnx"),
 };
 
 export type Servability =
@@ -104,13 +106,17 @@ export function cardServesVision(card: ModelCard): boolean {
   return card.capabilities.includes("vision") || card.vision !== undefined;
 }
 
-/** Speech cards on whisper-server or espeak-ng; null for an audio GGUF, which llama.cpp serves like any GGUF. */
+/** Speech cards on whisper-server, espeak-ng or sherpa-onnx; null for an audio GGUF, which llama.cpp serves like any GGUF. */
 function speechServability(card: ModelCard): Servability | null {
   const chosen = engineKindFor(card);
   if ("error" in chosen) return { ok: false, reason: chosen.error };
   const nodeTag = ENGINE_TAG[chosen.kind];
   if (nodeTag === null) return null;
-  const runner: Runner = chosen.kind === "whisper-server" ? "whisper.cpp" : "espeak-ng";
+  const runner: Runner = chosen.kind === "whisper-server"
+    ? "whisper.cpp"
+    : chosen.kind === "sherpa-onnx"
+    ? "sherpa-onnx"
+    : "espeak-ng";
   const tags = card.placement.compatible_backends.filter((t) => t.split("-")[0] === nodeTag);
   if (tags.length === 0) {
     const listed = card.placement.compatible_backends.join(", ") || "none";

@@ -6,7 +6,13 @@
 import { z } from "zod";
 import { pcm16FromBytes } from "../audio/pcm.ts";
 import type { Transcript } from "../audio/transcript.ts";
-import { EnergyVad, type TurnDetection, TurnDetectionSchema } from "../audio/vad.ts";
+import {
+  type Detector,
+  EnergyVad,
+  type TurnDetection,
+  TurnDetectionSchema,
+  type VoiceActivityDetector,
+} from "../audio/vad.ts";
 
 export const REALTIME_RATE = 24_000;
 /** Limits, documented in docs/speech.md. */
@@ -45,6 +51,26 @@ const SessionUpdate = z.looseObject({
 const Append = z.looseObject({ type: z.literal("input_audio_buffer.append"), audio: z.string() });
 const Simple = z.looseObject({ type: z.enum(["input_audio_buffer.commit", "input_audio_buffer.clear"]) });
 
+/**
+ * Makes a session's detector: energy here, Silero in the node's sherpa-onnx child. Throws (with the
+ * reason) when the detector asked for is not available on this node.
+ */
+export interface VadFactory {
+  /** The node's `speech.vad` setting: used when turn_detection names no detector. */
+  defaultDetector: Detector;
+  make(turn: TurnDetection & { detector: Detector }, sampleRate: number): VoiceActivityDetector;
+}
+
+export const ENERGY_ONLY: VadFactory = {
+  defaultDetector: "energy",
+  make: (turn, rate) => {
+    if (turn.detector !== "energy") throw new Error(`the ${turn.detector} detector is not available here`);
+    return new EnergyVad(turn, rate);
+  },
+};
+
+type Detection = { turn: TurnDetection & { detector: Detector }; vad: VoiceActivityDetector };
+
 export type Transcribe = (
   samples: Float32Array,
   sampleRate: number,
@@ -69,8 +95,10 @@ const id = (prefix: string) =>
 
 export class RealtimeSession {
   readonly id = id("sess");
-  #turn: TurnDetection | null = TurnDetectionSchema.parse({});
-  #vad: EnergyVad | null = new EnergyVad(this.#turn!, REALTIME_RATE);
+  #turn: (TurnDetection & { detector: Detector }) | null = null;
+  #vad: VoiceActivityDetector | null = null;
+  /** Client events are handled one after another: a detector may answer asynchronously (Silero). */
+  #input: Promise<void> = Promise.resolve();
   #language: string | undefined;
   #prompt: string | undefined;
   /** Audio not yet committed, and where it starts on the session's clock (samples since the first append). */
@@ -89,7 +117,14 @@ export class RealtimeSession {
     readonly send: (event: Record<string, unknown>) => void,
     readonly transcribe: Transcribe,
     readonly close: (code: number, reason: string) => void,
+    readonly vads: VadFactory = ENERGY_ONLY,
   ) {}
+
+  /** Turn detection with its detector resolved, and that detector; throws when it is not available. */
+  #detect(turn: TurnDetection): Detection {
+    const resolved = { ...turn, detector: turn.detector ?? this.vads.defaultDetector };
+    return { turn: resolved, vad: this.vads.make(resolved, REALTIME_RATE) };
+  }
 
   #emit(type: string, body: Record<string, unknown> = {}) {
     if (!this.#closed) this.send({ type, event_id: id("event"), ...body });
@@ -115,12 +150,35 @@ export class RealtimeSession {
   }
 
   start() {
+    const turn = TurnDetectionSchema.parse({});
+    let why: string | null = null;
+    try {
+      ({ turn: this.#turn, vad: this.#vad } = this.#detect(turn));
+    } catch (e) {
+      // The node's default detector cannot run: say so, and detect turns by energy instead.
+      why = (e as Error).message;
+      ({ turn: this.#turn, vad: this.#vad } = this.#detectEnergy(turn));
+    }
     this.#emit("session.created", { session: this.#describe() });
+    if (why) {
+      this.error(
+        "vad_unavailable",
+        `${why}; this session detects turns by energy`,
+        undefined,
+        "server_error",
+      );
+    }
   }
 
-  /** Waits for transcriptions in flight (tests and shutdown). */
-  idle(): Promise<void> {
-    return this.#work;
+  #detectEnergy(turn: TurnDetection): Detection {
+    const resolved = { ...turn, detector: "energy" as const };
+    return { turn: resolved, vad: new EnergyVad(resolved, REALTIME_RATE) };
+  }
+
+  /** Waits for events and transcriptions in flight (tests and shutdown). */
+  async idle(): Promise<void> {
+    await this.#input;
+    await this.#work;
   }
 
   /** Turns committed and not yet answered: a session waiting on them is not idle. */
@@ -130,6 +188,7 @@ export class RealtimeSession {
 
   shutdown() {
     this.#closed = true;
+    this.#vad?.close();
   }
 
   handle(raw: string) {
@@ -141,6 +200,20 @@ export class RealtimeSession {
       this.close(CLOSE.tooBig, "event too large");
       return;
     }
+    this.#input = this.#input.then(() => this.#handleEvent(raw)).catch((e) => {
+      // Only the detector fails here (Silero's child gone): the session cannot find turns any more.
+      this.error(
+        "vad_failed",
+        `voice activity detection failed: ${(e as Error).message}`,
+        undefined,
+        "server_error",
+      );
+      this.close(CLOSE.engineFailed, "voice activity detection failed");
+    });
+  }
+
+  async #handleEvent(raw: string): Promise<void> {
+    if (this.#closed) return;
     let json: unknown;
     try {
       json = JSON.parse(raw);
@@ -166,8 +239,18 @@ export class RealtimeSession {
         this.#prompt = s.input_audio_transcription.prompt ?? this.#prompt;
       }
       if (s.turn_detection !== undefined) {
-        this.#turn = s.turn_detection === null || s.turn_detection.type === "none" ? null : s.turn_detection;
-        this.#vad = this.#turn ? new EnergyVad(this.#turn, REALTIME_RATE) : null;
+        const off = s.turn_detection === null || s.turn_detection.type === "none";
+        let next: Detection | null = null;
+        if (!off) {
+          try {
+            next = this.#detect(s.turn_detection!);
+          } catch (e) {
+            return this.error("invalid_value", `session.turn_detection: ${(e as Error).message}`, eventId);
+          }
+        }
+        this.#vad?.close();
+        this.#turn = next?.turn ?? null;
+        this.#vad = next?.vad ?? null;
       }
       return this.#emit(type === "session.update" ? "session.updated" : "transcription_session.updated", {
         session: this.#describe(),
@@ -183,15 +266,15 @@ export class RealtimeSession {
           eventId,
         );
       }
-      return this.#append(pcm16FromBytes(bytes));
+      return await this.#append(pcm16FromBytes(bytes));
     }
     if (Simple.safeParse(json).success) {
       if (type === "input_audio_buffer.clear") {
         this.#drop(this.#buffered);
-        this.#vad?.reset();
+        await this.#vad?.reset();
         return this.#emit("input_audio_buffer.cleared");
       }
-      return this.#commit(eventId);
+      return await this.#commit(eventId);
     }
     this.error(
       "unknown_event",
@@ -200,12 +283,12 @@ export class RealtimeSession {
     );
   }
 
-  #append(samples: Float32Array) {
+  async #append(samples: Float32Array) {
     if (samples.length === 0) return;
     this.#chunks.push(samples);
     this.#buffered += samples.length;
     this.#received += samples.length;
-    for (const ev of this.#vad?.push(samples) ?? []) {
+    for (const ev of (await this.#vad?.push(samples)) ?? []) {
       const ms = Math.round(ev.atSample * 1000 / REALTIME_RATE);
       if (ev.type === "speech_started") {
         // Drop the silence before the utterance (less the prefix padding the detector already kept).
@@ -255,7 +338,7 @@ export class RealtimeSession {
     return out;
   }
 
-  #commit(eventId: string | undefined) {
+  async #commit(eventId: string | undefined) {
     if (this.#buffered * 1000 / REALTIME_RATE < REALTIME_LIMITS.minCommitMs) {
       return this.error(
         "input_audio_buffer_commit_empty",
@@ -265,7 +348,7 @@ export class RealtimeSession {
         eventId,
       );
     }
-    this.#vad?.reset();
+    await this.#vad?.reset();
     this.#commitUpTo(this.#buffered, eventId);
   }
 

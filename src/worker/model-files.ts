@@ -1,7 +1,7 @@
 /**
  * Where a shard's model file is on this node: a registered local GGUF (`gguf_path`), else the card's
  * file under the models dir (`<models-dir>/<org>--<name>/<gguf_file>`), else downloaded by this node's
- * download manager (only a driver asks: a donor never touches the file).
+ * download manager (only a driver asks: a donor never touches the file). A neural voice is a directory.
  */
 import type { ShardMetadata } from "../cluster/instances.ts";
 import type { Config } from "../config/schema.ts";
@@ -55,6 +55,45 @@ export async function obtainModelFile(
     return path
       ? { path }
       : { error: `the download of ${card.model_id} finished without its GGUF file ${card.gguf_file}` };
+  } catch (e) {
+    if (e instanceof DownloadCancelled) return { error: `the download of ${card.model_id} was cancelled` };
+    return { error: `download failed: ${(e as Error).message}` };
+  }
+}
+
+/** The local directory of a model made of several files (a sherpa-onnx voice), or null. */
+export async function resolveModelDir(card: ModelCard, config: Config): Promise<string | null> {
+  if (card.gguf_path) {
+    try {
+      return (await Deno.stat(card.gguf_path)).isDirectory
+        ? card.gguf_path
+        : card.gguf_path.replace(/\/[^/]+$/, "");
+    } catch {
+      return null;
+    }
+  }
+  const dir = `${modelsDir(config)}/${normalizeModelId(card.model_id)}`;
+  try {
+    for await (const e of Deno.readDir(dir)) if (e.isFile && e.name.endsWith(".onnx")) return dir;
+  } catch { /* not here */ }
+  return null;
+}
+
+/** The model's directory, downloading the card's repository first when it is not on this node. */
+export async function obtainModelDir(
+  ctx: NodeContext,
+  card: ModelCard,
+  shard: ShardMetadata,
+  signal: AbortSignal,
+): Promise<{ path: string } | { error: string }> {
+  const local = await resolveModelDir(card, ctx.config);
+  if (local) return { path: local };
+  if (card.gguf_path) return { error: `${card.model_id}: ${card.gguf_path} is not on this node` };
+  if (!ctx.downloads) {
+    return { error: `the files of ${card.model_id} are not on this node and it has no download manager` };
+  }
+  try {
+    return { path: await ctx.downloads.ensure(card, shard, { signal }) };
   } catch (e) {
     if (e instanceof DownloadCancelled) return { error: `the download of ${card.model_id} was cancelled` };
     return { error: `download failed: ${(e as Error).message}` };

@@ -1,7 +1,7 @@
 /**
  * The worker plane: reconciles what runs on this node with the cluster state after every applied event.
  * It starts the engine each shard placed here needs (src/engines/dispatch.ts: llama-server, whisper-server,
- * espeak-ng; a pool's driver once its donors serve, a pool's donor ggml-rpc-server), reports runner status
+ * espeak-ng, sherpa-onnx; a pool's driver once its donors serve, a pool's donor ggml-rpc-server), reports runner status
  * as events, and notices a dead engine at once (the runner fails with the engine's log tail).
  */
 import type { Instance, ShardMetadata } from "../cluster/instances.ts";
@@ -13,6 +13,9 @@ import type { Plane } from "../daemon/node.ts";
 import { findEngines } from "../engines/discovery.ts";
 import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
 import { rpcServerProcess } from "../engines/rpc-server.ts";
+import type { VoiceDir } from "../engines/sherpa/voice-dir.ts";
+import { sherpaProcess } from "../engines/sherpa/engine.ts";
+import { VadHost } from "../engines/sherpa/vad.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
@@ -21,7 +24,7 @@ import { shardRefusal } from "../placement/shard-check.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
-import { obtainModelFile } from "./model-files.ts";
+import { obtainModelDir, obtainModelFile } from "./model-files.ts";
 import { poolRole, waitForDonors } from "./pooled.ts";
 
 const log = logger("worker");
@@ -50,6 +53,8 @@ export interface LocalRunner {
   command?: string | null;
   /** The placed card (its audio section drives the speech routes). */
   card?: ModelCard;
+  /** A neural voice's sample rate and voices (sherpa-onnx runners). */
+  voice?: VoiceDir;
 }
 
 export class Worker implements Plane {
@@ -58,6 +63,7 @@ export class Worker implements Plane {
   readonly #ports = new PortAllocator();
   #ctx!: NodeContext;
   #stopped = false;
+  #vad: VadHost | null = null;
 
   runner(runnerId: string): LocalRunner | undefined {
     return this.#runners.get(runnerId);
@@ -77,7 +83,24 @@ export class Worker implements Plane {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    await Promise.all(this.runners().map((r) => this.#stopRunner(r, "node shutting down", false)));
+    await Promise.all([
+      ...this.runners().map((r) => this.#stopRunner(r, "node shutting down", false)),
+      this.#vad?.stop(),
+    ]);
+  }
+
+  /** The node's Silero VAD child (realtime sessions whose turn detection is `silero`), started on first use. */
+  vad(): VadHost {
+    this.#vad ??= new VadHost((model) => {
+      const port = this.#ports.allocate();
+      const engine = sherpaProcess(
+        { port, config: { vad: { model } } },
+        sqliteRegistry(this.#ctx.store.db, { port }),
+      );
+      engine.onDeath((reason) => log.warn("the Silero VAD child died: {reason}", { reason }));
+      return { engine, port, release: () => this.#ports.release(port) };
+    });
+    return this.#vad;
   }
 
   /** Runs the plan against the current state. Synchronous: actions start work and return at once. */
@@ -205,7 +228,10 @@ export class Worker implements Plane {
     const prepared = await prepareEngine(
       card,
       runner.contextTokens,
-      () => obtainModelFile(this.#ctx, card, shard, runner.abort.signal),
+      {
+        file: () => obtainModelFile(this.#ctx, card, shard, runner.abort.signal),
+        dir: () => obtainModelDir(this.#ctx, card, shard, runner.abort.signal),
+      },
       // The load log then names each RPC device and its share ("RPC0[host:port] model buffer size").
       role.kind === "driver" ? { rpc: role.endpoints, verbosity: 4 } : {},
     );
@@ -224,6 +250,7 @@ export class Worker implements Plane {
     runner.engineKind = prepared.kind;
     runner.card = card;
     runner.command = prepared.command;
+    runner.voice = prepared.voice;
     if (!prepared.process) {
       return this.#ready(runner, null, `serves ${runner.modelId} with ${prepared.kind}, run per request`);
     }

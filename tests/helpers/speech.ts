@@ -1,10 +1,13 @@
 /**
  * Speech test material: the whisper-server binary (env or scripts/build-whisper), a tiny random whisper
- * model generated once under tests/.tmp/models, espeak-ng test speech, and speech cards in wire form.
+ * model and tiny random Piper voices generated once under tests/.tmp/models, espeak-ng test speech, and
+ * speech cards in wire form.
  */
 import { writeTinyAudioProjector } from "../../src/models/gguf/tiny-audio-projector.ts";
 import { writeTinyWhisper } from "../../src/models/whisper/tiny.ts";
-import { parseWav, pcm16Bytes, resample } from "../../src/audio/pcm.ts";
+import { writeTinyPiper } from "../../src/models/piper/tiny.ts";
+import { expect } from "vitest";
+import { parseWav, pcm16Bytes, resample, rms } from "../../src/audio/pcm.ts";
 import { MODELS_DIR } from "./models.ts";
 import { oggOpusToWebm } from "./webm.ts";
 
@@ -28,6 +31,21 @@ export async function whisperServerBinary(): Promise<string> {
   return `${await whisperDir}/whisper-server`;
 }
 
+let silero: Promise<string> | undefined;
+
+/** Silero VAD's model: SKULK_SILERO_VAD_MODEL, else placed in the cache by scripts/fetch-silero-vad (npm). */
+export function sileroModel(): Promise<string> {
+  const env = Deno.env.get("SKULK_SILERO_VAD_MODEL");
+  if (env) return Promise.resolve(env);
+  silero ??= new Deno.Command(`${ROOT}scripts/fetch-silero-vad`, { stdout: "piped", stderr: "inherit" })
+    .output()
+    .then((o) => {
+      if (!o.success) throw new Error("scripts/fetch-silero-vad failed");
+      return new TextDecoder().decode(o.stdout).trim();
+    });
+  return silero;
+}
+
 /** Path of the tiny random whisper model for this seed (written once, renamed into place). */
 export async function tinyWhisperModel(seed = 1): Promise<string> {
   Deno.mkdirSync(MODELS_DIR, { recursive: true });
@@ -37,6 +55,72 @@ export async function tinyWhisperModel(seed = 1): Promise<string> {
   } catch { /* not made yet */ }
   await writeTinyWhisper(path, { seed });
   return path;
+}
+
+/** Directory of a tiny random Piper voice with this many speakers (written once, renamed into place). */
+export async function tinyPiperVoice(speakers = 1, seed = 1): Promise<string> {
+  const dir = `${MODELS_DIR}/tiny-piper-${speakers}spk-s${seed}`;
+  await writeTinyPiper(dir, { speakers, seed });
+  return dir;
+}
+
+/** A Piper card served by sherpa-onnx from a local voice directory (`ggufPath` names a registered local model). */
+export function piperCardWire(modelId: string, dir: string, audio: Record<string, unknown> = {}) {
+  return {
+    modelId,
+    storageSize: { inBytes: Deno.statSync(`${dir}/model.onnx`).size },
+    nLayers: 1,
+    hiddenSize: 32,
+    supportsTensor: false,
+    tasks: ["TextToSpeech"],
+    family: "piper",
+    quantization: "F32",
+    baseModel: "tiny random piper",
+    ggufPath: dir,
+    capabilities: ["tts"],
+    audio: {
+      kind: "tts",
+      defaultResponseFormat: "wav",
+      responseFormats: ["wav", "pcm", "flac", "opus"],
+      supportsStreaming: true,
+      supportsVoiceListing: true,
+      sampleRates: [22050],
+      ...audio,
+    },
+    placement: { compatibleBackends: ["sherpa_onnx"], backendPreference: ["sherpa_onnx"] },
+  };
+}
+
+/**
+ * Checks a /v1/audio/speech answer is mono WAV at `rate` whose length is within `seconds` and whose level
+ * is at least `minRms` (not silence); returns the decoded audio.
+ */
+export async function expectSpokenWav(
+  res: Response,
+  rate: number,
+  seconds: [number, number],
+  minRms: number,
+) {
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toBe("audio/wav");
+  expect(res.headers.get("x-audio-sample-rate")).toBe(String(rate));
+  const wav = parseWav(new Uint8Array(await res.arrayBuffer()));
+  expect(wav.sampleRate).toBe(rate);
+  expect(wav.channels).toBe(1);
+  const length = wav.samples.length / wav.sampleRate;
+  expect(length).toBeGreaterThan(seconds[0]);
+  expect(length).toBeLessThan(seconds[1]);
+  expect(rms(wav.samples)).toBeGreaterThan(minRms);
+  return wav;
+}
+
+/** Checks a streamed PCM answer's headers (raw s16le mono at `rate`). */
+export function expectPcmHeaders(res: Response, rate: number): void {
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toBe("audio/pcm");
+  expect(res.headers.get("x-audio-sample-rate")).toBe(String(rate));
+  expect(res.headers.get("x-audio-channels")).toBe("1");
+  expect(res.headers.get("x-audio-sample-format")).toBe("s16le");
 }
 
 /** WAV bytes of `text` spoken by espeak-ng (22050 Hz mono 16-bit). */
@@ -182,6 +266,67 @@ export function realtimeAudio(wav: Uint8Array): string {
   let bin = "";
   for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
   return btoa(bin);
+}
+
+/** `wav`'s samples at the realtime route's 24 kHz. */
+export function pcm24(wav: Uint8Array): Float32Array {
+  const a = parseWav(wav);
+  return resample(a.samples, a.sampleRate, 24000);
+}
+
+function b64(samples: Float32Array): string {
+  let bin = "";
+  for (const b of pcm16Bytes(samples)) bin += String.fromCharCode(b);
+  return btoa(bin);
+}
+
+/** Appends 24 kHz samples in 100 ms events, as a microphone would send them. */
+export function sendAudio(ws: WebSocket, samples: Float32Array): void {
+  for (let i = 0; i < samples.length; i += 2400) {
+    ws.send(JSON.stringify({ type: "input_audio_buffer.append", audio: b64(samples.subarray(i, i + 2400)) }));
+  }
+}
+
+/** Two utterances of `speech` (24 kHz) as a VAD should split them: 0.5 s of silence, speech, 1 s, speech, 1 s. */
+export function sendTwoUtterances(ws: WebSocket, speech: Float32Array): void {
+  const silence = new Float32Array(24000);
+  sendAudio(ws, silence.subarray(0, 12000));
+  sendAudio(ws, speech);
+  sendAudio(ws, silence);
+  sendAudio(ws, speech);
+  sendAudio(ws, silence);
+}
+
+export interface RealtimeClient {
+  ws: WebSocket;
+  /** The next event (of this type, skipping others), waiting up to 30 s. */
+  next: (type?: string) => Promise<Record<string, unknown>>;
+  events: Record<string, unknown>[];
+}
+
+/** An open /v1/realtime session on `url` for `model`. */
+export async function realtimeSession(url: string, model: string): Promise<RealtimeClient> {
+  const ws = new WebSocket(`${url.replace("http", "ws")}/v1/realtime?model=${model}`);
+  const events: Record<string, unknown>[] = [];
+  const waiters: (() => void)[] = [];
+  ws.onmessage = (e) => {
+    events.push(JSON.parse(e.data));
+    waiters.splice(0).forEach((w) => w());
+  };
+  let read = 0;
+  const next = async (type?: string) => {
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      while (read < events.length) {
+        const ev = events[read++];
+        if (!type || ev.type === type) return ev;
+      }
+      await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 500)));
+    }
+    throw new Error(`no ${type ?? "event"} within 30 s; got ${events.map((e) => e.type).join(", ")}`);
+  };
+  await new Promise((r, j) => ((ws.onopen = r), (ws.onerror = j)));
+  return { ws, next, events };
 }
 
 /** A manual realtime turn: VAD off, the whole `wav` appended, then committed. */

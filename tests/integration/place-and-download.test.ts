@@ -72,10 +72,16 @@ describe("placing a hub model", () => {
       method: "POST",
       body: JSON.stringify({ model_id: MODEL }),
     })).json();
+    // Some bytes must have landed before the teardown, or the later download has nothing to resume
+    // (on a busy machine the teardown can otherwise beat the first write).
     await waitForState(
       node.url,
-      (st) => (st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) => "DownloadOngoing" in p),
-      "the download to start",
+      (st) =>
+        (st.downloads[node.nodeId] ?? []).some((p: Record<string, unknown>) =>
+          ((p.DownloadOngoing as { downloadProgress?: { downloaded: { inBytes: number } } } | undefined)
+            ?.downloadProgress?.downloaded.inBytes ?? 0) > 0
+        ),
+      "the download to write its first bytes",
     );
     expect((await fetch(`${node.url}/instance/${instance_id}`, { method: "DELETE" })).status).toBe(200);
     const dir = `${node.dataDir}/models/unsloth--Llama-3.2-1B-Instruct-GGUF`;

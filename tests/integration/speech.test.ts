@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { concatBytes } from "../../src/audio/bytes.ts";
 import { decodeAudio } from "../../src/audio/decode.ts";
 import { CODEC_DELAY } from "../../src/audio/mp3.ts";
-import { parseWav, resample, rms } from "../../src/audio/pcm.ts";
+import { parseWav, rms } from "../../src/audio/pcm.ts";
 import { speechBackendTags } from "../../src/engines/dispatch.ts";
 import { EngineProcess } from "../../src/engines/process.ts";
 import { PortAllocator } from "../../src/engines/ports.ts";
@@ -21,7 +21,13 @@ import {
   encodeWith,
   espeakCardWire,
   espeakWav,
+  expectPcmHeaders,
+  expectSpokenWav,
+  pcm24,
+  realtimeSession,
+  sendAudio,
   sendManualTurn,
+  sendTwoUtterances,
   snr,
   tinyAudioProjectorModel,
   tinyWhisperModel,
@@ -68,12 +74,14 @@ describe("speech engines on this node", () => {
     const whisper = await whisperServerBinary();
     const home = Deno.makeTempDirSync();
     try {
-      expect(speechBackendTags({ PATH: "", HOME: home })).toEqual([]);
-      expect(speechBackendTags({ PATH: "", HOME: home, SKULK_WHISPER_SERVER_BIN: whisper })).toEqual([
+      // sherpa-onnx's tags are tested with the neural voices (speech-neural.test.ts).
+      const off = { HOME: home, SKULK_SHERPA_ONNX: "0" };
+      expect(speechBackendTags({ PATH: "", ...off })).toEqual([]);
+      expect(speechBackendTags({ PATH: "", ...off, SKULK_WHISPER_SERVER_BIN: whisper })).toEqual([
         "whisper_cpp",
         "whisper_cpp-cpu",
       ]);
-      expect(speechBackendTags({ PATH: "/usr/bin", HOME: home })).toEqual(["espeak_ng", "espeak_ng-cpu"]);
+      expect(speechBackendTags({ PATH: "/usr/bin", ...off })).toEqual(["espeak_ng", "espeak_ng-cpu"]);
     } finally {
       Deno.removeSync(home, { recursive: true });
     }
@@ -161,16 +169,7 @@ describe("speech on one node", () => {
           voice: "en",
         }),
       });
-      expect(res.status).toBe(200);
-      expect(res.headers.get("content-type")).toBe("audio/wav");
-      expect(res.headers.get("x-audio-sample-rate")).toBe("22050");
-      const wav = parseWav(new Uint8Array(await res.arrayBuffer()));
-      expect(wav.sampleRate).toBe(22050);
-      expect(wav.channels).toBe(1);
-      const seconds = wav.samples.length / wav.sampleRate;
-      expect(seconds).toBeGreaterThan(1);
-      expect(seconds).toBeLessThan(10);
-      expect(rms(wav.samples)).toBeGreaterThan(0.01);
+      await expectSpokenWav(res, 22050, [1, 10], 0.01);
     });
 
     it("speaks FLAC that decodes to the same samples as its WAV", async () => {
@@ -275,11 +274,7 @@ describe("speech on one node", () => {
           stream: true,
         }),
       });
-      expect(res.status).toBe(200);
-      expect(res.headers.get("content-type")).toBe("audio/pcm");
-      expect(res.headers.get("x-audio-sample-rate")).toBe("22050");
-      expect(res.headers.get("x-audio-channels")).toBe("1");
-      expect(res.headers.get("x-audio-sample-format")).toBe("s16le");
+      expectPcmHeaders(res, 22050);
       let bytes = 0;
       let chunks = 0;
       for await (const chunk of res.body!) {
@@ -524,56 +519,7 @@ describe("speech on one node", () => {
   });
 
   describe("realtime", () => {
-    const pcm24 = (wav: Uint8Array) => {
-      const a = parseWav(wav);
-      return resample(a.samples, a.sampleRate, 24000);
-    };
-    const b64 = (samples: Float32Array) => {
-      const bytes = new Uint8Array(samples.length * 2);
-      const dv = new DataView(bytes.buffer);
-      samples.forEach((s, i) => dv.setInt16(i * 2, Math.round(Math.max(-1, Math.min(1, s)) * 32767), true));
-      let bin = "";
-      for (const b of bytes) bin += String.fromCharCode(b);
-      return btoa(bin);
-    };
-
-    async function session(): Promise<
-      {
-        ws: WebSocket;
-        next: (type?: string) => Promise<Record<string, unknown>>;
-        events: Record<string, unknown>[];
-      }
-    > {
-      const ws = new WebSocket(`${node.url.replace("http", "ws")}/v1/realtime?model=${STT}`);
-      const events: Record<string, unknown>[] = [];
-      const waiters: (() => void)[] = [];
-      ws.onmessage = (e) => {
-        events.push(JSON.parse(e.data));
-        waiters.splice(0).forEach((w) => w());
-      };
-      let read = 0;
-      const next = async (type?: string) => {
-        const deadline = Date.now() + 30_000;
-        while (Date.now() < deadline) {
-          while (read < events.length) {
-            const ev = events[read++];
-            if (!type || ev.type === type) return ev;
-          }
-          await new Promise<void>((r) => (waiters.push(r), setTimeout(r, 500)));
-        }
-        throw new Error(`no ${type ?? "event"} within 30 s; got ${events.map((e) => e.type).join(", ")}`);
-      };
-      await new Promise((r, j) => ((ws.onopen = r), (ws.onerror = j)));
-      return { ws, next, events };
-    }
-
-    function sendAudio(ws: WebSocket, samples: Float32Array) {
-      for (let i = 0; i < samples.length; i += 2400) {
-        ws.send(
-          JSON.stringify({ type: "input_audio_buffer.append", audio: b64(samples.subarray(i, i + 2400)) }),
-        );
-      }
-    }
+    const session = () => realtimeSession(node.url, STT);
 
     it("detects speech with server VAD and transcribes each utterance, in order", async () => {
       const { ws, next, events } = await session();
@@ -592,12 +538,7 @@ describe("speech on one node", () => {
             .silence_duration_ms,
         ).toBe(300);
         const speech = pcm24(hello);
-        const silence = new Float32Array(24000);
-        sendAudio(ws, silence.subarray(0, 12000));
-        sendAudio(ws, speech);
-        sendAudio(ws, silence);
-        sendAudio(ws, speech);
-        sendAudio(ws, silence);
+        sendTwoUtterances(ws, speech);
         const first = await next("conversation.item.input_audio_transcription.completed");
         const second = await next("conversation.item.input_audio_transcription.completed");
         expect(typeof first.transcript).toBe("string");

@@ -43,10 +43,27 @@ describe("speech servability", () => {
     expect(servability(audioGguf)).toMatchObject({ ok: true, runner: "llama.cpp" });
   });
 
-  it("refuses neural TTS cards with the reason", () => {
+  it.each(["csukuangfj/vits-piper-en_US-amy-medium", "csukuangfj/kokoro-en-v0_19"])(
+    "serves the neural voice %s with sherpa-onnx",
+    (id) => {
+      expect(servability(bundled(id))).toMatchObject({
+        ok: true,
+        runner: "sherpa-onnx",
+        nodeTag: "sherpa_onnx",
+      });
+    },
+  );
+
+  it("refuses an MLX build of a neural voice with the reason", () => {
     const s = servability(bundled("majentik/Kokoro-82M-MLX-4bit"));
     expect(s.ok).toBe(false);
-    expect(!s.ok && s.reason).toMatch(/espeak-ng only/);
+    expect(!s.ok && s.reason).toMatch(/MLX build of a kokoro voice/);
+  });
+
+  it("refuses a voice family no engine here speaks", () => {
+    const card = parseCard({ ...bundled(ESPEAK), model_id: "someone/odd-tts", family: "bark" });
+    const s = servability(card);
+    expect(!s.ok && s.reason).toMatch(/bark speech synthesis model; Skulk speaks with espeak-ng and/);
   });
 });
 
@@ -55,7 +72,15 @@ describe("speech placement", () => {
   const speechy = {
     id: "speechy",
     ram: 16 * GB,
-    computes: ["cpu", "whisper_cpp", "whisper_cpp-cpu", "espeak_ng", "espeak_ng-cpu"],
+    computes: [
+      "cpu",
+      "whisper_cpp",
+      "whisper_cpp-cpu",
+      "espeak_ng",
+      "espeak_ng-cpu",
+      "sherpa_onnx",
+      "sherpa_onnx-cpu",
+    ],
   };
 
   it.each([WHISPER, ESPEAK])(
@@ -68,6 +93,18 @@ describe("speech placement", () => {
       ]);
     },
   );
+
+  it("puts a neural voice (its size resolved from the hub) on the node that has sherpa-onnx", () => {
+    const id = "csukuangfj/vits-piper-en_US-amy-medium";
+    const card = { ...bundled(id), storage_size: { in_bytes: 80_000_000 } };
+    const r = plan(clusterView([plain, speechy]), card, placementRequest(id, {}), counterIds());
+    if (!r.ok) throw new Error(r.error);
+    expect(Object.keys(instanceBody(r.placement.instance).shardAssignments.nodeToRunner)).toEqual([
+      "speechy",
+    ]);
+    const none = plan(clusterView([plain]), card, placementRequest(id, {}), counterIds());
+    expect(!none.ok && none.error).toMatch(/plain has no sherpa-onnx engine/);
+  });
 
   it("says why when no node has the engine", () => {
     const r = plan(clusterView([plain]), bundled(WHISPER), placementRequest(WHISPER, {}), counterIds());

@@ -261,12 +261,21 @@ describe("engine per card", () => {
       audio: { kind: "stt" },
     }, "llama-server"],
     [{ tasks: ["TextToSpeech"], family: "espeak", audio: { kind: "tts" } }, "espeak-ng"],
+    [{ tasks: ["TextToSpeech"], family: "piper", audio: { kind: "tts" } }, "sherpa-onnx"],
+    [{ tasks: ["TextToSpeech"], family: "Kokoro", audio: { kind: "tts" } }, "sherpa-onnx"],
+    [{ tasks: ["TextToSpeech"], family: "vits" }, "sherpa-onnx"],
   ])("%j is served by %s", (card, kind) => {
     expect(engineKindFor(parseCard({ ...base, ...card }))).toEqual({ kind });
   });
 
   it.each([
-    [{ tasks: ["TextToSpeech"], family: "kokoro", audio: { kind: "tts" } }, /espeak-ng only/],
+    [{
+      tasks: ["TextToSpeech"],
+      family: "kokoro",
+      audio: { kind: "tts" },
+      placement: { compatible_backends: ["mlx_audio", "mlx_audio-metal"] },
+    }, /MLX build of a kokoro voice/],
+    [{ tasks: ["TextToSpeech"], family: "bark", audio: { kind: "tts" } }, /Piper, VITS and Kokoro voices/],
     [{ tasks: ["SpeechToText"], family: "parakeet", audio: { kind: "stt" } }, /no engine here/],
     [{ tasks: ["SpeechToText"], gguf_file: "voxtral.gguf", audio: { kind: "stt" } }, /no audio projector/],
   ])("%j has no engine here", (card, message) => {

@@ -20,9 +20,9 @@ import {
   transcriptErrorEvent,
   transcriptEvents,
 } from "../../audio/transcript.ts";
-import { ESPEAK_SAMPLE_RATE, espeakPcm, espeakVoices } from "../../engines/espeak.ts";
 import { forwardRequest } from "../../serving/forward.ts";
 import { routeSpeech, type SpeechRoute, transcribeLocal } from "../../serving/speech.ts";
+import { pickVoice, synthesize, voicesOf } from "../../serving/synthesis.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, readJson } from "../errors.ts";
 import { describe } from "../openapi.ts";
@@ -30,22 +30,8 @@ import { describe } from "../openapi.ts";
 /** Upload limit of /v1/audio/transcriptions and /translations (OpenAI's). */
 export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
 export const MAX_SPEECH_INPUT = 4096;
-/** OpenAI's built-in voice names: accepted everywhere and spoken with the model's default voice. */
-const OPENAI_VOICES = new Set([
-  "alloy",
-  "ash",
-  "ballad",
-  "coral",
-  "echo",
-  "fable",
-  "nova",
-  "onyx",
-  "sage",
-  "shimmer",
-  "verse",
-]);
 const SPEECH_FORMATS = ["wav", "pcm", "mp3", "flac", "opus", "aac"] as const;
-/** What espeak-ng output can be encoded to in-process. */
+/** What engine PCM can be encoded to in-process. */
 const ENCODABLE = new Set(["wav", "pcm", "mp3", "flac", "opus"]);
 const CONTENT_TYPES: Record<string, string> = { wav: "audio/wav", pcm: "audio/pcm", mp3: "audio/mpeg" };
 /** Formats encoded whole from the finished audio (their frames or pages need whole blocks). */
@@ -108,29 +94,6 @@ function pcmHeaders(rate: number): Record<string, string> {
   return { "X-Audio-Sample-Rate": String(rate), "X-Audio-Channels": "1", "X-Audio-Sample-Format": "s16le" };
 }
 
-async function voicesOf(
-  route: SpeechRoute,
-): Promise<{ ids: string[]; fallback: string; list: Record<string, unknown>[] }> {
-  const audio = route.card.audio;
-  if (audio?.voice_catalog?.length || audio?.voices?.length) {
-    const list = audio.voice_catalog?.length
-      ? audio.voice_catalog.map((v) => ({ id: v.id, name: v.name, languages: v.preferred_languages ?? [] }))
-      : audio.voices!.map((v) => ({ id: v, name: v, languages: [] }));
-    return { ids: list.map((v) => v.id), fallback: audio.default_voice ?? list[0].id, list };
-  }
-  if ("local" in route && route.local.engineKind === "espeak-ng" && route.local.command) {
-    const list = await espeakVoices(route.local.command);
-    // A language code espeak-ng resolves itself ("en" -> en-gb) is accepted as a voice too.
-    const ids = [...new Set([...list.map((v) => v.id), ...list.flatMap((v) => v.aliases)])].sort();
-    return {
-      ids,
-      fallback: audio?.default_voice ?? "en",
-      list: list.map(({ aliases: _, ...v }) => ({ ...v, languages: [v.language] })),
-    };
-  }
-  return { ids: [], fallback: audio?.default_voice ?? "en", list: [] };
-}
-
 audioRoutes.post("/v1/audio/speech", async (c) => {
   const req = await readJson(c, SpeechRequest);
   const raw = await c.req.text(); // hono keeps the body: the same text goes on when forwarded
@@ -146,37 +109,22 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
       { param: "response_format", type: "invalid_request_error" },
     );
   }
-  const voices = await voicesOf(route);
-  let voice = req.voice ?? voices.fallback;
-  if (OPENAI_VOICES.has(voice) && !voices.ids.includes(voice)) voice = voices.fallback;
-  if (voices.ids.length && !voices.ids.includes(voice)) {
-    throw new ApiError(
-      400,
-      `voice ${voice} is not offered by ${req.model}; GET /v1/audio/voices?model=${req.model} lists them`,
-      { param: "voice", type: "invalid_request_error" },
-    );
-  }
-  if (runner.engineKind !== "espeak-ng" || !runner.command) {
-    throw new ApiError(
-      503,
-      `model ${req.model} cannot serve now: its engine (${runner.engineKind}) does not synthesise speech on this node`,
-    );
-  }
-  const pcm = await espeakPcm(runner.command, {
+  const voice = pickVoice(await voicesOf(route), req.voice, req.model);
+  const { pcm, sampleRate } = await synthesize(runner, {
     text: req.input,
     voice,
     speed: req.speed ?? 1,
     signal: c.req.raw.signal,
   });
-  const headers = { ...pcmHeaders(ESPEAK_SAMPLE_RATE), "X-Audio-Voice": voice };
+  const headers = { ...pcmHeaders(sampleRate), "X-Audio-Voice": voice };
   // FLAC and Opus are encoded whole, so they are sent when synthesis ends even when streaming is asked.
   if ((req.stream || req.stream_format === "sse") && !WHOLE.has(format)) {
     // Streamed WAV carries an open-ended header (size 0xFFFFFFFF), as streaming encoders write it; MP3
     // frames go out as each is coded.
     const body = format === "wav"
-      ? withPrefix(wavHeader(ESPEAK_SAMPLE_RATE, 0xffffffff - 36), pcm)
+      ? withPrefix(wavHeader(sampleRate, 0xffffffff - 36), pcm)
       : format === "mp3"
-      ? pcm.pipeThrough(mp3EncoderStream(new Mp3Encoder(ESPEAK_SAMPLE_RATE)))
+      ? pcm.pipeThrough(mp3EncoderStream(new Mp3Encoder(sampleRate)))
       : pcm;
     if (req.stream_format === "sse") {
       return new Response(speechEvents(body), {
@@ -189,7 +137,7 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
   try {
     if (format === "mp3") {
       // Coded as the speech arrives: a long answer is not one long encoding at the end.
-      const mp3 = await encodeMp3FromPcm16(pcm, ESPEAK_SAMPLE_RATE);
+      const mp3 = await encodeMp3FromPcm16(pcm, sampleRate);
       return new Response(mp3 as BodyInit, { headers: { ...headers, "Content-Type": CONTENT_TYPES.mp3 } });
     }
     bytes = new Uint8Array(await new Response(pcm).arrayBuffer());
@@ -198,20 +146,20 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
   }
   bytes = bytes.subarray(0, bytes.length - (bytes.length % 2));
   if (format === "opus") {
-    const opus = await encodeOggOpus(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
+    const opus = await encodeOggOpus(pcm16FromBytes(bytes), sampleRate);
     return new Response(opus as BodyInit, {
       headers: { ...headers, "Content-Type": "audio/ogg; codecs=opus" },
     });
   }
   if (format === "flac") {
-    const flac = encodeFlac(pcm16FromBytes(bytes), ESPEAK_SAMPLE_RATE);
+    const flac = encodeFlac(pcm16FromBytes(bytes), sampleRate);
     return new Response(flac as BodyInit, { headers: { ...headers, "Content-Type": "audio/flac" } });
   }
   if (format === "pcm") {
     return new Response(bytes as BodyInit, { headers: { ...headers, "Content-Type": "audio/pcm" } });
   }
   const wav = new Uint8Array(44 + bytes.length);
-  wav.set(wavHeader(ESPEAK_SAMPLE_RATE, bytes.length), 0);
+  wav.set(wavHeader(sampleRate, bytes.length), 0);
   wav.set(bytes, 44);
   return new Response(wav as BodyInit, { headers: { ...headers, "Content-Type": "audio/wav" } });
 });

@@ -5,7 +5,11 @@
 import { Hono } from "hono";
 import type { Context } from "hono";
 import { logger } from "../../log/mod.ts";
-import { CLOSE, REALTIME_LIMITS, RealtimeSession } from "../../serving/realtime.ts";
+import { EnergyVad } from "../../audio/vad.ts";
+import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
+import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
+import type { NodeContext } from "../../node/context.ts";
+import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError } from "../errors.ts";
@@ -23,6 +27,21 @@ describe({
 });
 
 export const realtimeRoutes = new Hono<ApiEnv>();
+
+/** Energy here, or Silero in the node's sherpa-onnx child; the node's `speech.vad` when a session names none. */
+function vadFactory(ctx: NodeContext): VadFactory {
+  return {
+    defaultDetector: ctx.config.speechVad,
+    make: (turn, rate) => {
+      if (turn.detector === "energy") return new EnergyVad(turn, rate);
+      if (!ctx.worker) throw new Error("silero needs this node's worker, and it runs with --no-worker");
+      if (!findSherpaOnnx()) throw new Error("silero needs sherpa-onnx, which is not installed on this node");
+      const model = findSileroModel();
+      if ("error" in model) throw new Error(model.error);
+      return new SileroVad(ctx.worker.vad(), turn, rate);
+    },
+  };
+}
 
 realtimeRoutes.get("/v1/realtime", (c) => {
   const { model, route } = queryModel(c, "stt");
@@ -73,6 +92,7 @@ realtimeRoutes.get("/v1/realtime", (c) => {
       }
     },
     (code, reason) => socket.readyState === WebSocket.OPEN && socket.close(code, reason),
+    vadFactory(c.var.node),
   );
   socket.onopen = () => {
     session.start();

@@ -1,0 +1,12 @@
+/**
+ * This program's own command line: the compiled executable, or `deno run -A <main.ts>` from source. The
+ * daemon re-executes itself with it (restart) and starts its sherpa-onnx child through a hidden subcommand.
+ */
+
+/** The argv that runs this same program with `args`. */
+export function ownCommand(execPath: string, mainModule: string, args: string[]): string[] {
+  const fromSource = /(^|[\\/])deno(\.exe)?$/.test(execPath);
+  return fromSource
+    ? [execPath, "run", "-A", "--quiet", decodeURIComponent(new URL(mainModule).pathname), ...args]
+    : [execPath, ...args];
+}
