@@ -142,21 +142,28 @@ describe("downloads from a loopback hub", () => {
       .toEqual(["Qwen2-VL-2B-Instruct-Q4_K_M.gguf", "mmproj-Qwen2-VL-2B-Instruct-f16.gguf"]);
   });
 
-  it("retries 5xx answers and a truncated body, resuming the partial file with Range", async () => {
-    const r = await rig();
-    hub.requests.length = 0;
-    hub.fault(`${LLAMA}/${LLAMA_FILE}`, { kind: "status", status: 503 }, {
-      kind: "truncate",
-      afterBytes: 1_200_000,
-    }, { kind: "status", status: 502 });
-    const dir = await r.manager.ensure(card(LLAMA));
-    expect(sha(`${dir}/${LLAMA_FILE}`)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
-    const reqs = fileRequests(LLAMA_FILE);
-    expect(reqs.map((q) => q.status)).toEqual([503, 200, 502, 206]);
-    const resumedAt = Number(reqs[3].range?.match(/^bytes=(\d+)-$/)?.[1]);
-    expect(resumedAt).toBeGreaterThan(0);
-    expect(resumedAt).toBeLessThanOrEqual(1_200_000);
-  });
+  it.each(["our HTTP/1.1 client", "fetch (behind a proxy)"])(
+    "retries 5xx answers and a truncated body, resuming the partial file with Range, through %s",
+    async (client) => {
+      if (client.startsWith("fetch")) {
+        Deno.env.set("SKULK_DOWNLOAD_HTTP", "fetch");
+        cleanups.push(() => Deno.env.delete("SKULK_DOWNLOAD_HTTP"));
+      }
+      const r = await rig();
+      hub.requests.length = 0;
+      hub.fault(`${LLAMA}/${LLAMA_FILE}`, { kind: "status", status: 503 }, {
+        kind: "truncate",
+        afterBytes: 1_200_000,
+      }, { kind: "status", status: 502 });
+      const dir = await r.manager.ensure(card(LLAMA));
+      expect(sha(`${dir}/${LLAMA_FILE}`)).toBe(sha(`${llamaDir}/${LLAMA_FILE}`));
+      const reqs = fileRequests(LLAMA_FILE);
+      expect(reqs.map((q) => q.status)).toEqual([503, 200, 502, 206]);
+      const resumedAt = Number(reqs[3].range?.match(/^bytes=(\d+)-$/)?.[1]);
+      expect(resumedAt).toBeGreaterThan(0);
+      expect(resumedAt).toBeLessThanOrEqual(1_200_000);
+    },
+  );
 
   it("gives up on a stalled connection and resumes on a new one", async () => {
     const r = await rig({ readTimeoutMs: 300 });
