@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import { dirname } from "node:path";
 import { DownloadError } from "./errors.ts";
-import { type BodyReader, httpGet, rawHttpUsable, type RawResponse } from "./http1.ts";
+import { type BodyReader, httpGet, LANDING_BYTES, rawHttpUsable, type RawResponse } from "./http1.ts";
 import { FileSink } from "./sink.ts";
 
 export interface FetchFileOptions {
@@ -117,8 +117,6 @@ export async function fetchFile(o: FetchFileOptions): Promise<FetchFileResult> {
     throw e;
   }
 }
-
-const LANDING_BYTES = 1 << 20;
 
 /**
  * Reads a body in large pieces: a BYOB read fills a 1 MiB landing buffer with all the socket has (often 100-200

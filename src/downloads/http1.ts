@@ -23,7 +23,8 @@ export interface RawResponse {
 
 const MAX_HEAD_BYTES = 64 * 1024;
 const MAX_REDIRECTS = 10;
-const LANDING_BYTES = 1 << 20;
+/** What one socket read may fill (a read often brings 100-200 KiB); fetch's BYOB reads use the same size. */
+export const LANDING_BYTES = 1 << 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 const PROXY_VARS = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"];
 
