@@ -438,11 +438,11 @@ export class DownloadManager {
     tallies: progress.FileTally[],
     signal: AbortSignal,
   ): Promise<void> {
+    // Syncs this process started are waited for, not replaced by a re-hash.
+    await Promise.all(manifest.files.map((f) => this.#syncs.settle(join(dir, f.path))));
+    this.#withSyncs(dir, manifest);
     for (const [i, f] of manifest.files.entries()) {
       const full = join(dir, f.path);
-      // A sync this process started is waited for, not replaced by a re-hash.
-      await this.#syncs.settle(full);
-      this.#withSyncs(dir, manifest);
       const disk = await fileOnDisk(dir, f.path);
       const before = manifest.verified[f.path];
       const state = fileStatus(f, disk, before).state;
