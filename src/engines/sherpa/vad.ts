@@ -44,9 +44,16 @@ export function sileroOptions(turn: TurnDetection): VadOptions {
 /** Makes the child on a port; the caller (the worker) owns ports (released once the child is gone) and the pid registry. */
 export type StartVadChild = (model: string) => { engine: EngineProcess; port: number; release: () => void };
 
+/** A serving Silero child, and when the supervisor noticed it die. */
+export interface VadChild {
+  url: string;
+  engine: EngineProcess;
+  died: Promise<void>;
+}
+
 /** The node's Silero child: one for all sessions, started on first use and again after it died. */
 export class VadHost {
-  #running: Promise<{ url: string; engine: EngineProcess; release: () => void }> | null = null;
+  #running: Promise<VadChild & { release: () => void }> | null = null;
   #stopped = false;
 
   constructor(
@@ -55,22 +62,40 @@ export class VadHost {
   ) {}
 
   /** ws://127.0.0.1:<port> of a serving child; throws with the reason when it cannot start. */
-  async url(): Promise<{ url: string; engine: EngineProcess }> {
+  async url(): Promise<VadChild> {
     if (this.#stopped) throw new Error("the node is stopping");
     if (!this.#running) {
       const model = findSileroModel(this.env);
       if ("error" in model) throw new Error(model.error);
       const { engine, port, release } = this.start(model.path);
-      const running = engine.start().then(() => ({ url: `ws://127.0.0.1:${port}`, engine, release }));
+      const died = Promise.withResolvers<void>();
+      const running = engine.start().then(() => ({
+        url: `ws://127.0.0.1:${port}`,
+        engine,
+        release,
+        died: died.promise,
+      }));
       this.#running = running;
       const gone = () => {
         release();
         if (this.#running === running) this.#running = null;
+        died.resolve();
       };
       engine.onDeath(gone);
       running.catch(gone);
     }
     return await this.#running;
+  }
+
+  /**
+   * A serving child after a session could not reach `child`: a child that has just died may not be noticed yet
+   * (its sockets close before its exit is reaped), so this waits for that, at most 5 s, then asks again.
+   */
+  async replacing(child: VadChild): Promise<VadChild> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([child.died, new Promise<void>((r) => (timer = setTimeout(r, 5000)))]);
+    clearTimeout(timer);
+    return await this.url();
   }
 
   async stop(): Promise<void> {
@@ -105,12 +130,19 @@ export class SileroVad implements VoiceActivityDetector {
       minSpeech: String(o.minSpeech),
       maxSpeech: String(o.maxSpeech),
     });
-    this.#socket = host.url().then(({ url, engine }) =>
+    const connect = ({ url, engine }: VadChild) =>
       new Promise<WebSocket>((resolve, reject) => {
         const ws = new WebSocket(`${url}${SHERPA_PATHS.vad}?${query}`);
         ws.binaryType = "arraybuffer";
-        ws.onopen = () => resolve(ws);
         ws.onerror = () => reject(new Error("the Silero VAD child refused the session"));
+        ws.onopen = () => {
+          // Only a session that was open fails when its socket closes; a refused connect is tried again.
+          ws.onclose = () => {
+            const tail = engine.tail().slice(-3).join(" | ");
+            this.#fail(`the Silero VAD child closed the session${tail ? ` (${tail})` : ""}`);
+          };
+          resolve(ws);
+        };
         ws.onmessage = (e) => {
           const waiter = this.#replies.shift();
           try {
@@ -119,12 +151,14 @@ export class SileroVad implements VoiceActivityDetector {
             waiter?.reject(err as Error);
           }
         };
-        ws.onclose = () => {
-          const tail = engine.tail().slice(-3).join(" | ");
-          this.#fail(`the Silero VAD child closed the session${tail ? ` (${tail})` : ""}`);
-        };
-      })
-    );
+      });
+    this.#socket = host.url().then(async (child) => {
+      try {
+        return await connect(child);
+      } catch {
+        return await connect(await host.replacing(child));
+      }
+    });
     // A session that never pushes must not leave an unhandled rejection behind.
     this.#socket.catch((e) => this.#fail((e as Error).message));
   }
