@@ -23,9 +23,8 @@ export function parseIpLiteral(text: string): IpLiteral | { error: string } {
     } catch { /* zod and the URL parser disagree: treat as not a literal */ }
   }
   return {
-    error: `'${
-      text.slice(0, 64)
-    }' is not a literal IP address (an IPv4 dotted quad like 10.0.0.2 or an IPv6 address like fd00::2, no brackets, hostnames or shorthands)`,
+    error:
+      "not a literal IP address (an IPv4 dotted quad like 10.0.0.2 or an IPv6 address like fd00::2; no brackets, hostnames or shorthands)",
   };
 }
 
@@ -66,11 +65,12 @@ export function canonicalAddresses(addresses: string[]): Set<string> {
  */
 export function bindRefusal(host: string, local: string[], node = "this node"): string | null {
   const ip = parseIpLiteral(host);
-  if ("error" in ip) return `refusing to bind ${ip.error}`;
+  const shown = `refusing to bind '${host.slice(0, 64)}'`;
+  if ("error" in ip) return `${shown}: ${ip.error}`;
   const wild = wildcardReason(ip);
-  if (wild) return `refusing to bind ${wild}`;
+  if (wild) return `${shown}: ${wild}`;
   if (isLoopback(ip) || canonicalAddresses(local).has(ip.address)) return null;
-  return `refusing to bind ${ip.address}: it is not an address of ${node} (its telemetry reports ${
+  return `${shown}: it is not an address of ${node} (its telemetry reports ${
     [...canonicalAddresses(local)].join(", ") || "no interface addresses"
   }; loopback is always allowed)`;
 }
