@@ -32,10 +32,12 @@ export function localCardWire(modelId: string, ggufPath: string, extra: Record<s
 
 export function singleNodeInstance(
   nodeId: string,
-  card: { modelId: string },
+  card: { modelId: string; nLayers?: unknown },
   contextTokenLimit = 2048,
 ): Extract<Instance, { MlxRingInstance: unknown }> {
   const runnerId = crypto.randomUUID();
+  // One node holds every layer of the card (POST /instance checks the range against the catalogue's card).
+  const layers = typeof card.nLayers === "number" ? card.nLayers : 4;
   return {
     MlxRingInstance: {
       instanceId: crypto.randomUUID(),
@@ -51,8 +53,8 @@ export function singleNodeInstance(
               immediateException: false,
               shouldTimeout: null,
               startLayer: 0,
-              endLayer: 4,
-              nLayers: 4,
+              endLayer: layers,
+              nLayers: layers,
             },
           },
         },
