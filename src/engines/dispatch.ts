@@ -139,6 +139,13 @@ export async function prepareEngine(
         : card.mmproj_file.startsWith("/")
         ? card.mmproj_file
         : `${file.path.replace(/\/[^/]+$/, "")}/${card.mmproj_file}`;
+      // llama-server quotes a bad file's first bytes in its log, whose tail a failed runner reports:
+      // only a GGUF file ever reaches it.
+      for (const path of [file.path, mmproj]) {
+        if (path !== undefined && !(await isGguf(path))) {
+          return { error: `${path} is not a GGUF file; llama-server was not started` };
+        }
+      }
       return {
         kind: "llama-server",
         command: null,
@@ -157,5 +164,16 @@ export async function prepareEngine(
           }, registry),
       };
     }
+  }
+}
+
+/** True when the file starts with the GGUF magic; read as 4 bytes so nothing else of it is looked at. */
+async function isGguf(path: string): Promise<boolean> {
+  try {
+    using f = await Deno.open(path, { read: true });
+    const head = new Uint8Array(4);
+    return (await f.read(head)) === 4 && new TextDecoder().decode(head) === "GGUF";
+  } catch {
+    return false;
   }
 }

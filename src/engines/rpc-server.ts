@@ -2,11 +2,12 @@
  * ggml-rpc-server as a supervised engine: a pooled instance's donor, lending this node's memory to a
  * driver's llama-server. Bound to the one address the driver reaches it by, ready when it accepts TCP.
  */
+import { parseIpLiteral, wildcardReason } from "./bind-address.ts";
 import { EngineProcess, type ProcessRegistry } from "./process.ts";
 
 export interface RpcServerOptions {
   bin: string;
-  /** The address the driver reaches this donor by; never 0.0.0.0 (llama.cpp RPC is unauthenticated). */
+  /** The literal address the driver reaches this donor by; never a wildcard (llama.cpp RPC is unauthenticated). */
   host: string;
   port: number;
   /** `-c`: keep a local cache of tensors so a re-placement does not resend the weights. */
@@ -16,17 +17,24 @@ export interface RpcServerOptions {
 }
 
 export class UnsafeBind extends Error {
-  constructor(host: string) {
+  constructor(host: string, why: string) {
     super(
-      `refusing to bind ggml-rpc-server to ${host}: llama.cpp RPC is unauthenticated, bind it to the link the driver uses`,
+      `refusing to bind ggml-rpc-server to '${
+        host.slice(0, 64)
+      }': ${why}; llama.cpp RPC is unauthenticated, bind it to the link the driver uses`,
     );
     this.name = "UnsafeBind";
   }
 }
 
 export function rpcServerArgs(o: RpcServerOptions): string[] {
-  if (o.host === "0.0.0.0" || o.host === "::" || o.host === "") throw new UnsafeBind(o.host);
-  const args = ["-H", o.host, "-p", String(o.port)];
+  // The last line before the command line: whatever reached here, only a literal non-wildcard address
+  // goes to -H (ggml-rpc-server resolves a name or shorthand like `0x0` to the wildcard itself).
+  const ip = parseIpLiteral(o.host);
+  if ("error" in ip) throw new UnsafeBind(o.host, ip.error);
+  const wild = wildcardReason(ip);
+  if (wild) throw new UnsafeBind(o.host, wild);
+  const args = ["-H", ip.address, "-p", String(o.port)];
   if (o.cache ?? true) args.push("-c");
   if (o.threads) args.push("-t", String(o.threads));
   return args;
@@ -75,6 +83,8 @@ export function listensIn(procNetTcp: string, host: string, port: number): boole
  * the socket table says whether it still listens; elsewhere the process being alive is what we know.
  */
 async function stillListening(host: string, port: number): Promise<boolean> {
+  // /proc/net/tcp lists IPv4 sockets only; an IPv6 donor is judged by its process being alive.
+  if (host.includes(":")) return true;
   try {
     return listensIn(await Deno.readTextFile("/proc/net/tcp"), host, port);
   } catch {

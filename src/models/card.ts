@@ -124,7 +124,7 @@ export const ModelCardSchema = z.object({
 /** A card as read (snake_case, defaults applied). */
 export type ModelCard = z.infer<typeof ModelCardSchema>;
 
-const camel = (k: string) => k.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+export const camel = (k: string) => k.replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase());
 
 function toCamel(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(toCamel);

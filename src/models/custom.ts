@@ -43,8 +43,10 @@ export function followCustomCardEvents(events: EventLog, db: Db, catalog: Catalo
         log.warn("ignoring custom card {modelId}: a bundled card has that id", { modelId: card.model_id });
         return;
       }
-      await saveCustomCard(db, card, card.gguf_path ? "local" : "hub");
+      // In the catalogue before the write: an InstanceCreated applied right after this event is checked
+      // against it by the worker (placement/shard-check.ts) in the same tick.
       catalog.add(card);
+      await saveCustomCard(db, card, card.gguf_path ? "local" : "hub");
     } else if ("CustomModelCardDeleted" in event) {
       const { modelId } = event.CustomModelCardDeleted;
       await deleteCustomCard(db, modelId);

@@ -12,6 +12,7 @@ import { untag } from "../cluster/tagged.ts";
 import type { Plane } from "../daemon/node.ts";
 import { findEngines } from "../engines/discovery.ts";
 import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
+import { bindRefusal, reportedAddresses } from "../engines/bind-address.ts";
 import { rpcServerProcess } from "../engines/rpc-server.ts";
 import type { VoiceDir } from "../engines/sherpa/voice-dir.ts";
 import { sherpaProcess } from "../engines/sherpa/engine.ts";
@@ -20,11 +21,11 @@ import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
 import { logger } from "../log/mod.ts";
-import { shardRefusal } from "../placement/shard-check.ts";
+import { modelPathRefusal, shardRefusal } from "../placement/shard-check.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
-import { obtainModelDir, obtainModelFile } from "./model-files.ts";
+import { modelsDir, obtainModelDir, obtainModelFile } from "./model-files.ts";
 import { poolRole, waitForDonors } from "./pooled.ts";
 
 const log = logger("worker");
@@ -170,6 +171,10 @@ export class Worker implements Plane {
     } catch (e) {
       return this.#fail(runner, `the placement's model card is invalid: ${(e as Error).message}`);
     }
+    // The API placed the catalogue's card; a forged or stale event may carry another: engines open only
+    // this node's registered local models or files under its models dir.
+    const badPath = modelPathRefusal(card, this.#ctx.catalog.get(card.model_id), modelsDir(this.#ctx.config));
+    if (badPath) return this.#fail(runner, badPath);
     // This node's own word on the shard, before it loads or downloads anything: refuse what cannot fit.
     // Only a whole model is checked: a pool's shares follow the planner's proportional split, which
     // layer rounding can push a little past a node's exact lend; an engine that then cannot allocate
@@ -197,6 +202,10 @@ export class Worker implements Plane {
         : { RunnerLoading: { layersLoaded: 0, totalLayers: meta.nLayers } },
     );
     if (role.kind === "donor") {
+      // The API checked this address against this node's telemetry; check again here, against this
+      // node's own reading now, so a forged or stale event never opens the unauthenticated RPC port.
+      const unsafe = bindRefusal(role.host, reportedAddresses(self?.reading.network));
+      if (unsafe) return this.#fail(runner, `ggml-rpc-server was not started: ${unsafe}`);
       const engines = await findEngines();
       if (!engines.rpcServer) {
         return this.#fail(

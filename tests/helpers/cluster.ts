@@ -1,8 +1,12 @@
 /**
  * Helpers for tests that place models on real nodes: a card for a local GGUF in wire form, a
- * single-node instance, and polling /state until a condition holds (with a generous deadline).
+ * single-node instance, registering a card and posting an instance, and polling /state until a
+ * condition holds (with a generous deadline).
  */
-import type { Instance } from "../../src/cluster/instances.ts";
+import { makeEvent } from "../../src/cluster/events.ts";
+import { type Instance, instanceBody } from "../../src/cluster/instances.ts";
+import { untag } from "../../src/cluster/tagged.ts";
+import { signedPost, waitFor } from "./multinode.ts";
 
 export function localCardWire(modelId: string, ggufPath: string, extra: Record<string, unknown> = {}) {
   const size = Deno.statSync(ggufPath).size;
@@ -28,10 +32,12 @@ export function localCardWire(modelId: string, ggufPath: string, extra: Record<s
 
 export function singleNodeInstance(
   nodeId: string,
-  card: { modelId: string },
+  card: { modelId: string; nLayers?: unknown },
   contextTokenLimit = 2048,
 ): Extract<Instance, { MlxRingInstance: unknown }> {
   const runnerId = crypto.randomUUID();
+  // One node holds every layer of the card (POST /instance checks the range against the catalogue's card).
+  const layers = typeof card.nLayers === "number" ? card.nLayers : 4;
   return {
     MlxRingInstance: {
       instanceId: crypto.randomUUID(),
@@ -47,8 +53,8 @@ export function singleNodeInstance(
               immediateException: false,
               shouldTimeout: null,
               startLayer: 0,
-              endLayer: 4,
-              nLayers: 4,
+              endLayer: layers,
+              nLayers: layers,
             },
           },
         },
@@ -59,6 +65,47 @@ export function singleNodeInstance(
       ephemeralPort: 0,
     },
   };
+}
+
+interface Node {
+  url: string;
+}
+
+/**
+ * Puts a card in every node's catalogue the way a peer's `POST /models/add` does: a CustomModelCardAdded
+ * event, signed with the cluster key (zero-config unless `secret`), handed to the master. Test cards for
+ * engines /models/add cannot read (whisper, piper, espeak-ng) get into the catalogue this way.
+ */
+export async function registerCard(
+  nodes: Node[],
+  card: { modelId: string },
+  o: { secret?: string } = {},
+): Promise<void> {
+  const event = makeEvent("CustomModelCardAdded", { modelCard: card });
+  await waitFor(`the master to take the card ${card.modelId}`, async () => {
+    for (const n of nodes) {
+      const res = await signedPost(n.url, "submit", { event }, { secret: o.secret ?? null });
+      await res.body?.cancel();
+      if (res.ok) return true;
+    }
+    return false;
+  });
+  for (const n of nodes) {
+    await waitFor(`${card.modelId} in the catalogue of ${n.url}`, async () => {
+      const r = await fetch(`${n.url}/models`);
+      return (await r.text()).includes(`"${card.modelId}"`);
+    });
+  }
+}
+
+/**
+ * `POST /instance` through `via` after registering the instance's card on `nodes` (via and the node that
+ * runs it): the route serves catalogue models only.
+ */
+export async function postInstance(via: Node, instance: Instance, nodes: Node[] = [via]): Promise<Response> {
+  const shard = Object.values(instanceBody(instance).shardAssignments.runnerToShard)[0];
+  await registerCard(nodes.includes(via) ? nodes : [via, ...nodes], untag(shard).modelCard);
+  return await fetch(`${via.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
 }
 
 // deno-lint-ignore no-explicit-any

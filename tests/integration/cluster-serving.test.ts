@@ -7,7 +7,13 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import {
+  localCardWire,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/cluster-tiny";
 const running: Daemon[] = [];
@@ -52,7 +58,7 @@ describe("serving across the cluster", () => {
     // Place the model on node b through node c's API; it is driven by b, not by the master.
     const instance = singleNodeInstance(b.nodeId, localCardWire(MODEL, await tinyModel()));
     const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-    const res = await fetch(`${c.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+    const res = await postInstance(c, instance, [a, b, c]);
     expect(res.status).toBe(200);
     for (const u of urls) {
       await waitForState(

@@ -8,6 +8,7 @@ import { encodeWav, parseWav } from "../../src/audio/pcm.ts";
 import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
 import {
   localCardWire,
+  postInstance,
   runnerTag,
   singleNodeInstance,
   waitForState,
@@ -36,7 +37,7 @@ async function placeCard(
   contextTokens = 192,
 ): Promise<void> {
   const instance = singleNodeInstance(node.nodeId, card, contextTokens);
-  const res = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+  const res = await postInstance(node, instance);
   expect(res.status).toBe(200);
 }
 

@@ -6,7 +6,14 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import {
+  localCardWire,
+  pidAlive,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/tiny-llama";
 
@@ -24,7 +31,7 @@ async function enginePids(dataDir: string): Promise<number[]> {
 async function place(node: Daemon, model = MODEL, ctx = 2048) {
   const card = localCardWire(model, await tinyModel());
   const instance = singleNodeInstance(node.nodeId, card, ctx);
-  const res = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+  const res = await postInstance(node, instance);
   expect(res.status).toBe(200);
   const body = instance.MlxRingInstance;
   const runnerId = Object.keys(body.shardAssignments.runnerToShard)[0];
@@ -252,7 +259,7 @@ describe("an embedding model", () => {
       const instance = singleNodeInstance(node.nodeId, card);
       const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
       expect(
-        (await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) })).status,
+        (await postInstance(node, instance)).status,
       ).toBe(200);
       await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the embedding runner");
       const client = new OpenAI({ baseURL: `${node.url}/v1`, apiKey: "unused", maxRetries: 0 });

@@ -6,7 +6,13 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import {
+  localCardWire,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/refused-tiny";
 const running: Daemon[] = [];
@@ -37,7 +43,7 @@ describe("a node that refuses its shard", () => {
     // Placed on b explicitly (POST /instance does not consult the planner), so only b's own check can stop it.
     const instance = singleNodeInstance(b.nodeId, localCardWire(MODEL, await tinyModel()));
     const refusedId = instance.MlxRingInstance.instanceId;
-    expect((await fetch(`${a.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) })).status)
+    expect((await postInstance(a, instance, [a, b])).status)
       .toBe(200);
 
     const s = await waitForState(

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeAudio } from "../../src/audio/decode.ts";
 import { CODEC_DELAY } from "../../src/audio/mp3.ts";
 import { parseWav } from "../../src/audio/pcm.ts";
-import { runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { postInstance, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { oneMaster, waitFor } from "../helpers/multinode.ts";
 import {
@@ -34,7 +34,7 @@ describe("speech asked of a node that does not run it", () => {
     await oneMaster([a.url, b.url]);
     for (const card of [espeakCardWire(TTS), whisperCardWire(STT, await tinyWhisperModel())]) {
       const instance = singleNodeInstance(a.nodeId, card);
-      const res = await fetch(`${b.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+      const res = await postInstance(b, instance, [a, b]);
       expect(res.status).toBe(200);
       const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
       await waitForState(

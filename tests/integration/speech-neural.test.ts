@@ -9,7 +9,7 @@ import { decodeAudio } from "../../src/audio/decode.ts";
 import { parseWav, rms } from "../../src/audio/pcm.ts";
 import { EnergyVad, TurnDetectionSchema } from "../../src/audio/vad.ts";
 import { speechBackendTags } from "../../src/engines/dispatch.ts";
-import { pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { pidAlive, postInstance, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import {
   espeakWav,
@@ -33,7 +33,7 @@ const NAMED = "skulk-test/tiny-piper-named";
 
 async function place(node: Daemon, card: { modelId: string }): Promise<string> {
   const instance = singleNodeInstance(node.nodeId, card);
-  const res = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+  const res = await postInstance(node, instance);
   expect(res.status).toBe(200);
   await res.body?.cancel();
   return Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];

@@ -15,7 +15,7 @@ import { PortAllocator } from "../../src/engines/ports.ts";
 import { whisperServerProcess } from "../../src/engines/whisper-server.ts";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { pidAlive, postInstance, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import {
   audioLlmCardWire,
   encodeWith,
@@ -40,7 +40,7 @@ const STT = "skulk-test/tiny-whisper";
 
 async function place(node: Daemon, card: { modelId: string }) {
   const instance = singleNodeInstance(node.nodeId, card);
-  const res = await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+  const res = await postInstance(node, instance);
   expect(res.status).toBe(200);
   const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
   await waitForState(

@@ -5,9 +5,13 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { makeEvent } from "../../cluster/events.ts";
-import { type Instance, instanceBody, InstanceSchema } from "../../cluster/instances.ts";
+import { type Instance, instanceBody, InstanceSchema, type ShardMetadata } from "../../cluster/instances.ts";
 import { untag } from "../../cluster/tagged.ts";
+import { reportedAddresses } from "../../engines/bind-address.ts";
+import { cardToWire } from "../../models/card.ts";
+import { applyResolvedFacts, loadResolvedFacts } from "../../models/facts.ts";
 import type { NodeContext } from "../../node/context.ts";
+import { cardDifference, instanceProblem } from "../../placement/instance-check.ts";
 import type { ApiEnv } from "../env.ts";
 import { badRequest, notFound, readJson } from "../errors.ts";
 import { describe } from "../openapi.ts";
@@ -18,7 +22,8 @@ const CommandResponse = z.object({ message: z.string(), command_id: z.string(), 
 describe({
   method: "post",
   path: "/instance",
-  summary: "Create an instance from a fully specified (tagged) Instance",
+  summary:
+    "Create an instance from a fully specified (tagged) Instance of a catalogue model (400 naming the field that is wrong)",
   tag: "instances",
   body: CreateInstanceBody,
   response: CommandResponse,
@@ -37,36 +42,51 @@ describe({
   response: CommandResponse,
 });
 
-/** Checks an instance against what the cluster knows before it becomes an event. */
-export function validateInstance(ctx: NodeContext, instance: Instance): void {
+/**
+ * Checks an instance against what the cluster knows before it becomes an event, and returns it with the
+ * catalogue's card in every shard: the body's copy of the card is never trusted (its gguf_path would be
+ * the file llama-server opens).
+ */
+export async function checkedInstance(ctx: NodeContext, instance: Instance): Promise<Instance> {
   const body = instanceBody(instance);
-  if (ctx.log.state.instances[body.instanceId]) {
-    throw badRequest(`instance ${body.instanceId} already exists`, "instance");
-  }
-  const runners = Object.keys(body.shardAssignments.runnerToShard);
-  const mapped = Object.values(body.shardAssignments.nodeToRunner);
-  if (runners.length === 0) {
-    throw badRequest("instance has no runners (shardAssignments.runnerToShard is empty)", "instance");
-  }
-  for (const r of mapped) {
-    if (!runners.includes(r)) {
-      throw badRequest(`nodeToRunner names runner ${r}, which has no shard`, "instance");
-    }
-  }
-  for (const nodeId of Object.keys(body.shardAssignments.nodeToRunner)) {
-    if (!ctx.telemetry.get(nodeId)) {
-      throw badRequest(`node ${nodeId} is not part of this cluster`, "instance");
-    }
-  }
-  for (const shard of Object.values(body.shardAssignments.runnerToShard)) {
-    if (untag(shard).modelCard.modelId !== body.shardAssignments.modelId) {
-      throw badRequest("every shard's model card must be the instance's model", "instance");
-    }
-  }
+  const card = ctx.catalog.get(body.shardAssignments.modelId);
+  const problem = instanceProblem(instance, {
+    card,
+    addressesOf: (nodeId) => {
+      const t = ctx.telemetry.get(nodeId);
+      return t ? reportedAddresses(t.reading.network) : undefined;
+    },
+    instanceExists: (id) => Boolean(ctx.log.state.instances[id]),
+  });
+  if (problem || !card) throw badRequest(problem?.message ?? "unknown model", problem?.param);
+  const placed = applyResolvedFacts(card, await loadResolvedFacts(ctx.store.db, card.model_id));
+  const wire = cardToWire(placed);
+  const [variant] = Object.keys(instance);
+  const runnerToShard = Object.fromEntries(
+    Object.entries(body.shardAssignments.runnerToShard).map(([runnerId, shard]) => {
+      const [kind, meta] = Object.entries(shard)[0];
+      const field = cardDifference(meta.modelCard, placed);
+      if (field) {
+        throw badRequest(
+          field === "*"
+            ? `runner ${runnerId}'s modelCard is not a valid model card`
+            : `runner ${runnerId}'s modelCard differs from the catalogue's card for ${card.model_id} in ${field}; ` +
+              `send the catalogue's card (GET /instance/placement?model_id=... shows it) or leave the field out`,
+          `instance.${variant}.shardAssignments.runnerToShard.${runnerId}.${kind}.modelCard${
+            field === "*" ? "" : `.${field}`
+          }`,
+        );
+      }
+      return [runnerId, { [kind]: { ...meta, modelCard: wire } } as ShardMetadata];
+    }),
+  );
+  return {
+    [variant]: { ...body, shardAssignments: { ...body.shardAssignments, runnerToShard } },
+  } as Instance;
 }
 
-export async function createInstance(ctx: NodeContext, instance: Instance) {
-  validateInstance(ctx, instance);
+export async function createInstance(ctx: NodeContext, proposed: Instance) {
+  const instance = await checkedInstance(ctx, proposed);
   const event = makeEvent("InstanceCreated", { instance });
   await ctx.submit(event);
   const body = instanceBody(instance);
