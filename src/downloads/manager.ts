@@ -13,11 +13,12 @@ import { Syncs } from "./durable.ts";
 import { DownloadCancelled, DownloadError } from "./errors.ts";
 import { fetchFile, isNoSpace, partialPath, sha256File } from "./fetch.ts";
 import {
+  containedFile,
+  containedModelDir,
   fileOnDisk,
   fileStatus,
   type Manifest,
   type ManifestFile,
-  modelDir,
   readManifest,
   scanModels,
   updateManifest,
@@ -25,6 +26,7 @@ import {
 } from "./local.ts";
 import * as progress from "./progress.ts";
 import { DEFAULT_RETRY, type RetryPolicy, withRetries } from "./retry.ts";
+import { repoPathProblem } from "../security/ids.ts";
 
 const log = logger("downloads");
 
@@ -173,8 +175,8 @@ export class DownloadManager {
 
   /** Cancels and deletes the model's files; resolves false when nothing was there. */
   async remove(modelId: string, shard?: ShardMetadata): Promise<boolean> {
+    const dir = await containedModelDir(this.#o.modelsDir, modelId);
     await this.cancel(modelId, "cancelled: its files are being deleted");
-    const dir = modelDir(this.#o.modelsDir, modelId);
     const manifest = await readManifest(dir);
     let existed = true;
     try {
@@ -324,7 +326,19 @@ export class DownloadManager {
       const listing = await withRetries(this.#o.retry, () => this.#o.hub.listFiles(card.model_id, signal), {
         signal,
       });
-      return filesForCard(card, listing).map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
+      const chosen = filesForCard(card, listing);
+      for (const f of chosen) {
+        const problem = repoPathProblem(f.path);
+        // A hub (or whatever answers at HF_ENDPOINT) names where files land: a listing that would lead out of the
+        // model's folder is refused whole, never trimmed, so the user learns the source is not to be trusted.
+        if (problem) {
+          throw new DownloadError(
+            `the hub's listing of ${card.model_id} names a file ${JSON.stringify(f.path)} that ${problem}`,
+            "fatal",
+          );
+        }
+      }
+      return chosen.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
     } catch (e) {
       if (signal.aborted) throw e;
       if (e instanceof FileSelectionError) throw new DownloadError(e.message, "fatal");
@@ -346,7 +360,7 @@ export class DownloadManager {
     signal: AbortSignal,
     onStarted: () => void,
   ): Promise<string> {
-    const dir = modelDir(this.#o.modelsDir, card.model_id);
+    const dir = await containedModelDir(this.#o.modelsDir, card.model_id);
     const ref: progress.ModelRef = { nodeId: this.#o.nodeId, shardMetadata: shard, modelDirectory: dir };
     if (card.gguf_path) {
       const size = (await Deno.stat(card.gguf_path)).size;
@@ -419,7 +433,11 @@ export class DownloadManager {
       }
       if (reason instanceof DownloadError && reason.kind === "disk") {
         // A full disk leaves nothing half-written behind.
-        await Promise.all(files.map((f) => Deno.remove(partialPath(join(dir, f.path))).catch(() => {})));
+        await Promise.all(
+          files.map(async (f) =>
+            Deno.remove(partialPath(await containedFile(this.#o.modelsDir, dir, f.path))).catch(() => {})
+          ),
+        );
       }
       const message = reason instanceof Error ? reason.message : String(reason);
       log.warn("download of {model} failed: {error}", { model: card.model_id, error: message });
@@ -442,7 +460,7 @@ export class DownloadManager {
     await Promise.all(manifest.files.map((f) => this.#syncs.settle(join(dir, f.path))));
     this.#withSyncs(dir, manifest);
     for (const [i, f] of manifest.files.entries()) {
-      const full = join(dir, f.path);
+      const full = await containedFile(this.#o.modelsDir, dir, f.path);
       const disk = await fileOnDisk(dir, f.path);
       const before = manifest.verified[f.path];
       const state = fileStatus(f, disk, before).state;
@@ -499,7 +517,7 @@ export class DownloadManager {
     const worker = async () => {
       for (let item = queue.shift(); item; item = queue.shift()) {
         const { f, i } = item;
-        const dest = join(dir, f.path);
+        const dest = await containedFile(this.#o.modelsDir, dir, f.path);
         const fetched = await withRetries(this.#o.retry, () =>
           fetchFile({
             url: this.#o.hub.fileUrl(card.model_id, f.path),
