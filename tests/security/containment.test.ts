@@ -7,6 +7,9 @@ import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { type FakeHub, startFakeHub } from "../helpers/fake-hub.ts";
 import { waitFor } from "../helpers/multinode.ts";
 import { queryReadOnly } from "../../src/store/readonly.ts";
+import { fullShard } from "../../src/downloads/manager.ts";
+import type { ModelCard } from "../../src/models/card.ts";
+import { Catalog } from "../../src/models/catalog.ts";
 
 /** A catalogue card with no pinned file: its download takes every file the hub lists. */
 const VOICE = "csukuangfj/vits-piper-en_US-amy-medium";
@@ -156,6 +159,23 @@ describe("ids from request paths", () => {
       JSON.stringify({ gguf_file: `../../../${escapeName}` }),
     );
     expect400(res, /'\.' or '\.\.' part/);
+    await expectIntact(plain, `${plain.dataDir}/models`);
+  });
+
+  it("refuses a card in POST /download/start whose id or files lead out, or that names a local file", async () => {
+    const card = Catalog.bundled().get(VOICE)!;
+    const cases: [Partial<ModelCard>, RegExp][] = [
+      [{ model_id: "../.." }, /model_id: has a '\.' or '\.\.' part/],
+      [{ model_id: "org/fresh", gguf_file: `../../../${escapeName}` }, /gguf_file: has a '\.' or '\.\.' part/],
+      [{ model_id: "org/fresh", gguf_path: "/etc/passwd" }, /names a local file/],
+    ];
+    for (const [over, why] of cases) {
+      const res = await fetch(`${plain.url}/download/start`, {
+        method: "POST",
+        body: JSON.stringify({ targetNodeId: plain.nodeId, shardMetadata: fullShard({ ...card, ...over }) }),
+      });
+      expect400({ status: res.status, body: await res.text() }, why);
+    }
     await expectIntact(plain, `${plain.dataDir}/models`);
   });
 

@@ -135,7 +135,16 @@ export const downloadRoutes = new Hono<ApiEnv>()
         card = parseCard(wire);
       } catch (e) {
         throw badRequest(
-          `shardMetadata.modelCard is not a valid model card: ${(e as Error).message.split("\n")[0]}`,
+          `shardMetadata.modelCard is not a valid model card: ${
+            e instanceof z.ZodError ? describeZodError(e).message : (e as Error).message.split("\n")[0]
+          }`,
+          "shardMetadata",
+        );
+      }
+      // A local file is registered on its own node (POST /models/add); a request cannot name one to "download".
+      if (card.gguf_path !== undefined) {
+        throw badRequest(
+          "shardMetadata.modelCard.ggufPath names a local file; register it with POST /models/add on its node",
           "shardMetadata",
         );
       }
