@@ -3,7 +3,7 @@
  * never reach outside the models folder, bad ids are 400s and unknown ones 404s, and the node's data survives.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
+import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { type FakeHub, startFakeHub } from "../helpers/fake-hub.ts";
 import { waitFor } from "../helpers/multinode.ts";
 import { queryReadOnly } from "../../src/store/readonly.ts";
@@ -166,7 +166,10 @@ describe("ids from request paths", () => {
     const card = Catalog.bundled().get(VOICE)!;
     const cases: [Partial<ModelCard>, RegExp][] = [
       [{ model_id: "../.." }, /model_id: has a '\.' or '\.\.' part/],
-      [{ model_id: "org/fresh", gguf_file: `../../../${escapeName}` }, /gguf_file: has a '\.' or '\.\.' part/],
+      [
+        { model_id: "org/fresh", gguf_file: `../../../${escapeName}` },
+        /gguf_file: has a '\.' or '\.\.' part/,
+      ],
       [{ model_id: "org/fresh", gguf_path: "/etc/passwd" }, /names a local file/],
     ];
     for (const [over, why] of cases) {
@@ -217,4 +220,22 @@ describe("paths from a hub listing", () => {
     },
     90_000,
   );
+});
+
+describe("ids on the command line", () => {
+  it("skulk models rm .. with no daemon refuses, naming the problem, and the data dir stays", async () => {
+    const dataDir = `${root}/offline`;
+    Deno.mkdirSync(`${dataDir}/models`, { recursive: true });
+    Deno.writeTextFileSync(`${dataDir}/models/keep.txt`, "keep");
+    Deno.writeTextFileSync(`${dataDir}/keep.txt`, "keep");
+    for (const id of ["..", ".", "org/.."]) {
+      const r = await skulk(["models", "rm", id, "--data-dir", dataDir]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toMatch(/'\.' or '\.\.' part/);
+    }
+    const pull = await skulk(["models", "pull", VOICE, "--gguf-file", "../../x", "--data-dir", dataDir]);
+    expect(pull.code, pull.stderr).toBe(2);
+    expect(Deno.readTextFileSync(`${dataDir}/keep.txt`)).toBe("keep");
+    expect(Deno.readTextFileSync(`${dataDir}/models/keep.txt`)).toBe("keep");
+  }, 60_000);
 });
