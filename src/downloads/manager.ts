@@ -173,17 +173,26 @@ export class DownloadManager {
     return true;
   }
 
-  /** Cancels and deletes the model's files; resolves false when nothing was there. */
+  /**
+   * Cancels and deletes the model's files; resolves false when nothing of skulk's was there. Only a folder holding
+   * this model's manifest is deleted: a models dir may be shared (`--models-dir`), and a folder skulk did not
+   * write (someone's `Documents`, a file an id happens to name) is not skulk's to remove.
+   */
   async remove(modelId: string, shard?: ShardMetadata): Promise<boolean> {
     const dir = await containedModelDir(this.#o.modelsDir, modelId);
     await this.cancel(modelId, "cancelled: its files are being deleted");
     const manifest = await readManifest(dir);
-    let existed = true;
-    try {
-      await Deno.remove(dir, { recursive: true });
-    } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw e;
-      existed = false;
+    let existed = manifest?.modelId === modelId;
+    if (existed) {
+      try {
+        await Deno.remove(dir, { recursive: true });
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) throw e;
+        existed = false;
+      }
+    } else if (manifest === null) {
+      const there = await Deno.lstat(dir).then(() => true, () => false);
+      if (there) log.warn("not deleting {dir}: it holds no skulk manifest", { dir });
     }
     const sm = shard ?? manifest?.shardMetadata;
     if (sm) {

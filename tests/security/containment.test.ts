@@ -182,6 +182,19 @@ describe("ids from request paths", () => {
     await expectIntact(plain, `${plain.dataDir}/models`);
   });
 
+  it("deletes only folders skulk wrote: a shared --models-dir keeps its other folders and files", async () => {
+    Deno.mkdirSync(`${customModels}/Documents`);
+    Deno.writeTextFileSync(`${customModels}/Documents/letter.txt`, "mine");
+    Deno.mkdirSync(`${customModels}/someone--else`);
+    for (const id of ["Documents", "keep.txt", "someone/else"]) {
+      const res = await raw(custom.port, "DELETE", `/store/models/${id}`);
+      expect(res.status, `${id}: ${res.body}`).toBe(404);
+    }
+    expect(Deno.readTextFileSync(`${customModels}/Documents/letter.txt`)).toBe("mine");
+    expect(Deno.statSync(`${customModels}/someone--else`).isDirectory).toBe(true);
+    await expectIntact(custom, customModels);
+  });
+
   it("refuses to delete through a model folder that is a link to somewhere else", async () => {
     const outside = `${root}/outside`;
     Deno.mkdirSync(outside);
