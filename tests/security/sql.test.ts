@@ -6,7 +6,8 @@ import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { queryReadOnly } from "../../src/store/readonly.ts";
-import { runReadOnly } from "../../src/store/readonly-conn.ts";
+import { allowed, runReadOnly } from "../../src/store/readonly-conn.ts";
+import { constants } from "node:sqlite";
 
 const NEVER_ENDS = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
 
@@ -118,4 +119,33 @@ describe("skulk sql stops a statement that never ends", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/--timeout must be a positive number/);
   }, 60_000);
+});
+
+describe("the connection's authorizer", () => {
+  const code = (name: string) => (constants as unknown as Record<string, number>)[name];
+  const table: [string, string | null, string | null, boolean][] = [
+    ["SQLITE_SELECT", null, null, true],
+    ["SQLITE_READ", "events", "payload", true],
+    ["SQLITE_FUNCTION", null, "json_extract", true],
+    ["SQLITE_RECURSIVE", null, null, true],
+    ["SQLITE_PRAGMA", "integrity_check", null, true],
+    ["SQLITE_PRAGMA", "table_info", "events", true],
+    ["SQLITE_PRAGMA", "wal_checkpoint", null, false],
+    ["SQLITE_PRAGMA", "WAL_CHECKPOINT", "TRUNCATE", false],
+    ["SQLITE_PRAGMA", "optimize", null, false],
+    ["SQLITE_PRAGMA", "journal_mode", "delete", false],
+    ["SQLITE_PRAGMA", "user_version", "7", false],
+    ["SQLITE_ATTACH", "/tmp/x.db", null, false],
+    ["SQLITE_DETACH", "x", null, false],
+    ["SQLITE_TRANSACTION", "BEGIN", null, false],
+    ["SQLITE_INSERT", "events", null, false],
+    ["SQLITE_UPDATE", "events", "payload", false],
+    ["SQLITE_DELETE", "events", null, false],
+    ["SQLITE_CREATE_TABLE", "t", null, false],
+    ["SQLITE_DROP_TABLE", "events", null, false],
+  ];
+  it.each(table)("%s %s %s -> %s", (action, a1, a2, want) => {
+    expect(code(action)).toBeTypeOf("number");
+    expect(allowed(code(action), a1, a2)).toBe(want);
+  });
 });
