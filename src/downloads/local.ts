@@ -109,8 +109,8 @@ export interface FileOnDisk {
   partial: number;
 }
 
-export async function fileOnDisk(dir: string, path: string): Promise<FileOnDisk> {
-  const full = join(dir, path);
+/** What is on disk at `full` (a path containedFile checked) and at its `.partial`. */
+export async function fileOnDisk(full: string): Promise<FileOnDisk> {
   let complete: number | null = null;
   let mtimeMs: number | null = null;
   try {

@@ -26,7 +26,7 @@ import {
 } from "./local.ts";
 import * as progress from "./progress.ts";
 import { DEFAULT_RETRY, type RetryPolicy, withRetries } from "./retry.ts";
-import { repoPathProblem } from "../security/ids.ts";
+import { repoPathProblem, UntrustedInputError } from "../security/ids.ts";
 
 const log = logger("downloads");
 
@@ -258,7 +258,15 @@ export class DownloadManager {
     for (const { dir, manifest } of await scanModels(this.#o.modelsDir)) {
       if (this.#jobs.has(manifest.modelId)) continue;
       const ref = { nodeId: this.#o.nodeId, shardMetadata: manifest.shardMetadata, modelDirectory: dir };
-      const tallies = await this.#tally(dir, manifest);
+      let tallies: progress.FileTally[];
+      try {
+        tallies = await this.#tally(dir, manifest);
+      } catch (e) {
+        // One folder that cannot be read safely (a link out of the models dir) must not stop the others.
+        if (!(e instanceof UntrustedInputError)) throw e;
+        log.warn("not advertising {dir}: {error}", { dir, error: e.message });
+        continue;
+      }
       const total = tallies.reduce((a, t) => a + t.total, 0);
       const onDisk = tallies.reduce((a, t) => a + t.downloaded, 0);
       const complete = manifest.completedAt !== null && tallies.every((t) => t.done);
@@ -304,7 +312,8 @@ export class DownloadManager {
   async #tally(dir: string, manifest: Manifest): Promise<progress.FileTally[]> {
     this.#withSyncs(dir, manifest);
     return await Promise.all(manifest.files.map(async (f) => {
-      const st = fileStatus(f, await fileOnDisk(dir, f.path), manifest.verified[f.path]);
+      const disk = await fileOnDisk(await containedFile(this.#o.modelsDir, dir, f.path));
+      const st = fileStatus(f, disk, manifest.verified[f.path]);
       return {
         path: f.path,
         total: f.size,
@@ -470,7 +479,7 @@ export class DownloadManager {
     this.#withSyncs(dir, manifest);
     for (const [i, f] of manifest.files.entries()) {
       const full = await containedFile(this.#o.modelsDir, dir, f.path);
-      const disk = await fileOnDisk(dir, f.path);
+      const disk = await fileOnDisk(full);
       const before = manifest.verified[f.path];
       const state = fileStatus(f, disk, before).state;
       if (state === "verified") tallies[i].done = true; // the tally may predate a sync that has finished since

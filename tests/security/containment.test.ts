@@ -96,6 +96,21 @@ beforeAll(async () => {
   Deno.mkdirSync(customModels, { recursive: true });
   Deno.writeTextFileSync(`${customModels}/keep.txt`, "keep");
   Deno.writeTextFileSync(`${root}/shared/other.txt`, "not skulk's");
+  // A model folder (with its manifest) whose subfolder is a link out of the models dir, there before the start.
+  const trap = `${plainDir}/models/${VOICE.replace("/", "--")}`;
+  Deno.mkdirSync(`${trap}/.skulk`, { recursive: true });
+  Deno.mkdirSync(`${root}/trap-target`);
+  Deno.writeTextFileSync(`${root}/trap-target/voice.onnx`, "outside");
+  Deno.symlinkSync(`${root}/trap-target`, `${trap}/sub`);
+  Deno.writeTextFileSync(
+    `${trap}/.skulk/manifest.json`,
+    JSON.stringify({
+      modelId: VOICE,
+      shardMetadata: fullShard(Catalog.bundled().get(VOICE)!),
+      files: [{ path: "sub/voice.onnx", size: 7, sha256: null }],
+      completedAt: new Date().toISOString(),
+    }),
+  );
   [plain, custom] = await Promise.all([
     startDaemon({ dataDir: plainDir, env, timeoutMs: 60_000 }),
     startDaemon({ dataDir: `${root}/custom`, env, args: ["--models-dir", customModels], timeoutMs: 60_000 }),
@@ -193,6 +208,15 @@ describe("ids from request paths", () => {
     expect(Deno.readTextFileSync(`${customModels}/Documents/letter.txt`)).toBe("mine");
     expect(Deno.statSync(`${customModels}/someone--else`).isDirectory).toBe(true);
     await expectIntact(custom, customModels);
+  });
+
+  it("starts past a model folder with a link out, never reading through it, and deletes the link, not its target", async () => {
+    await waitFor("the start-up scan to pass the folder", () => plain.log().includes("not advertising"));
+    expect(plain.log()).toMatch(/not advertising .*leads outside/);
+    const res = await raw(plain.port, "DELETE", `/store/models/${VOICE}`);
+    expect(res.status, res.body).toBe(200);
+    expect(Deno.readTextFileSync(`${root}/trap-target/voice.onnx`)).toBe("outside");
+    await expectIntact(plain, `${plain.dataDir}/models`);
   });
 
   it("refuses to delete through a model folder that is a link to somewhere else", async () => {
