@@ -166,6 +166,21 @@ describe("ids from request paths", () => {
     await expectIntact(plain, models);
   });
 
+  it("names the problem with a malformed model_id in placement requests", async () => {
+    const long = "a".repeat(8000);
+    expect400(await raw(plain.port, "GET", `/instance/previews?model_id=a%00b`), /NUL or control character/);
+    expect400(await raw(plain.port, "GET", `/instance/placement?model_id=${long}`), /8000 characters long/);
+    expect400(
+      await raw(plain.port, "POST", "/place_instance", JSON.stringify({ model_id: "../.." })),
+      /'\.' or '\.\.' part/,
+    );
+    expect400(
+      await raw(plain.port, "POST", "/place_instance", JSON.stringify({ model_id: "nobody/nothing" })),
+      /unknown model nobody\/nothing/,
+    );
+    await expectIntact(plain, `${plain.dataDir}/models`);
+  });
+
   it("refuses a gguf_file that leads out of the model's folder", async () => {
     const res = await raw(
       plain.port,
