@@ -1,9 +1,11 @@
 /**
- * One read-only SQLite connection for `skulk sql`: node:sqlite opened with SQLITE_OPEN_READONLY (the database and
- * its WAL are never written, so never checkpointed) and an authorizer that admits reads only (no ATTACH, so no
- * `VACUUM INTO` either; no checkpoint, no transaction). Runs in the worker readonly.ts starts.
+ * One read-only SQLite connection for `skulk sql` (in the worker readonly.ts starts): opened SQLITE_OPEN_READONLY,
+ * so the file and its WAL are never written nor checkpointed, with an authorizer that admits reads only.
  */
 import { constants, DatabaseSync, type SQLInputValue } from "node:sqlite";
+
+// The authorizer refuses ATTACH (and so `VACUUM INTO` a file elsewhere, which attaches it), transactions, writes
+// and the pragmas that write without a value; read-only opening alone would still let `VACUUM INTO` write a copy.
 
 // @libsql/client, the daemon's driver, refuses `?mode=ro` in its URL and cannot interrupt a statement; node:sqlite
 // (built into Deno) opens read-only and takes an authorizer. Deno's runtime has both; its type declarations lag.
