@@ -45,7 +45,7 @@ binary: embed
 	@mkdir -p dist
 	@for t in $(TARGETS); do \
 	  echo "compiling skulk for $$t"; \
-	  $(DENO) compile $(DENO_FLAGS) --include src/downloads/sink-worker.ts --target $$t --output dist/skulk-$$t src/main.ts || exit 1; \
+	  $(DENO) compile $(DENO_FLAGS) --include src/downloads/sink-worker.ts --include src/store/readonly-worker.ts --target $$t --output dist/skulk-$$t src/main.ts || exit 1; \
 	done
 
 # The apt package, from the linux binary `make binary` compiled.

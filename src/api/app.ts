@@ -8,7 +8,7 @@ import { HTTPException } from "hono/http-exception";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import type { ApiEnv } from "./env.ts";
-import { ApiError, envelope, errorResponse } from "./errors.ts";
+import { ApiError, envelope, errorResponse, toApiError } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
@@ -91,7 +91,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404)
   );
   app.onError((err, c) => {
-    if (err instanceof ApiError) return errorResponse(c, err);
+    const known = toApiError(err);
+    if (known) return errorResponse(c, known);
     if (err instanceof HTTPException) {
       return c.json(envelope(err.status, err.message || "request refused"), err.status);
     }

@@ -5,6 +5,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { UntrustedInputError } from "../security/ids.ts";
 
 const REASONS: Record<number, string> = {
   400: "Bad Request",
@@ -38,6 +39,15 @@ export const badRequest = (message: string, param?: string) =>
 export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unavailable = (message: string) => new ApiError(503, message);
+
+/** The HTTP form of an error a handler let through: ApiErrors as they are, domain refusals of input as 400s. */
+export function toApiError(err: unknown): ApiError | null {
+  if (err instanceof ApiError) return err;
+  if (err instanceof UntrustedInputError) {
+    return new ApiError(400, err.message, { param: err.field, type: "invalid_request_error" });
+  }
+  return null;
+}
 
 export interface ErrorEnvelope {
   error: { message: string; type: string; param: string | null; code: number | string };

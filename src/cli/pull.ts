@@ -18,6 +18,7 @@ import { loadOrCreateIdentity } from "../node/identity.ts";
 import { liveOwner } from "../node/lock.ts";
 import { openStore } from "../store/db.ts";
 import { CliError, formatBytes, getJson, nodeUrl } from "./common.ts";
+import { modelIdProblem, quoted, repoPathProblem } from "../security/ids.ts";
 
 interface Flags {
   dataDir?: string;
@@ -164,6 +165,14 @@ async function rmDirect(config: Config, modelId: string): Promise<boolean> {
   return await manager.remove(modelId);
 }
 
+/** The id (and pinned file) as given, or a CliError naming what is wrong with them. */
+function checkedArgs(modelId: string, ggufFile?: string): void {
+  const problem = modelIdProblem(modelId);
+  if (problem) throw new CliError(`model id ${quoted(modelId)} ${problem}`, 2);
+  const fileProblem = ggufFile === undefined ? null : repoPathProblem(ggufFile);
+  if (fileProblem) throw new CliError(`--gguf-file ${quoted(ggufFile!)} ${fileProblem}`, 2);
+}
+
 const common = (c: Command) =>
   c.option("--data-dir <dir>", "data dir of the node (env SKULK_DATA_DIR)")
     .option(
@@ -183,6 +192,7 @@ export function registerPull(models: Command): void {
       .option("--gguf-file <path>", "pin another quant of a GGUF repo (repo-relative path)"),
   )
     .action(async (modelId: string, flags: Flags) => {
+      checkedArgs(modelId, flags.ggufFile);
       const config = configOf(flags);
       if (flags.url || liveOwner(config.dataDir)) return await pullViaDaemon(nodeUrl(flags), modelId, flags);
       await pullDirect(config, modelId, flags);
@@ -195,6 +205,7 @@ export function registerPull(models: Command): void {
       .argument("<model-id>", "model id"),
   )
     .action(async (modelId: string, flags: Flags) => {
+      checkedArgs(modelId);
       const config = configOf(flags);
       if (flags.url || liveOwner(config.dataDir)) {
         await getJson(`${nodeUrl(flags)}/store/models/${modelId}`, { method: "DELETE" });

@@ -4,14 +4,17 @@
  * that content is known to be on disk), so a restarted daemon re-advertises progress from disk and a file
  * changed since it was verified, or never synced, is checked again.
  */
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { z } from "zod";
 import { ShardMetadataSchema } from "../cluster/instances.ts";
 import { normalizeModelId } from "../models/card.ts";
+import { resolveInside } from "../security/contain.ts";
+import { checkModelId, checkRepoPath, RepoPathSchema } from "../security/ids.ts";
 import { partialPath } from "./fetch.ts";
 
 export const ManifestFileSchema = z.object({
-  path: z.string(),
+  // A manifest written from an older, unchecked hub listing is not trusted either: such a file path fails the parse.
+  path: RepoPathSchema,
   size: z.number().int(),
   sha256: z.string().nullable(),
 });
@@ -43,8 +46,17 @@ export const ManifestSchema = z.object({
 export type Manifest = z.infer<typeof ManifestSchema>;
 export type ManifestFile = z.infer<typeof ManifestFileSchema>;
 
-export function modelDir(modelsDir: string, modelId: string): string {
-  return join(modelsDir, normalizeModelId(modelId));
+/**
+ * The model's folder, `<modelsDir>/<org>--<name>`, resolved and checked to lie strictly inside modelsDir (a link in
+ * its place cannot lead out); UntrustedInputError for an id that is not a model id.
+ */
+export function containedModelDir(modelsDir: string, modelId: string): Promise<string> {
+  return resolveInside(modelsDir, normalizeModelId(checkModelId(modelId)), "model_id");
+}
+
+/** A repo file of the model in `dir`, checked to be a repo path and to resolve strictly inside modelsDir. */
+export function containedFile(modelsDir: string, dir: string, path: string): Promise<string> {
+  return resolveInside(modelsDir, join(relative(modelsDir, dir), checkRepoPath(path)), "path");
 }
 
 const manifestPath = (dir: string) => join(dir, ".skulk", "manifest.json");
@@ -97,8 +109,8 @@ export interface FileOnDisk {
   partial: number;
 }
 
-export async function fileOnDisk(dir: string, path: string): Promise<FileOnDisk> {
-  const full = join(dir, path);
+/** What is on disk at `full` (a path containedFile checked) and at its `.partial`. */
+export async function fileOnDisk(full: string): Promise<FileOnDisk> {
   let complete: number | null = null;
   let mtimeMs: number | null = null;
   try {

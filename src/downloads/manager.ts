@@ -13,11 +13,12 @@ import { Syncs } from "./durable.ts";
 import { DownloadCancelled, DownloadError } from "./errors.ts";
 import { fetchFile, isNoSpace, partialPath, sha256File } from "./fetch.ts";
 import {
+  containedFile,
+  containedModelDir,
   fileOnDisk,
   fileStatus,
   type Manifest,
   type ManifestFile,
-  modelDir,
   readManifest,
   scanModels,
   updateManifest,
@@ -25,6 +26,7 @@ import {
 } from "./local.ts";
 import * as progress from "./progress.ts";
 import { DEFAULT_RETRY, type RetryPolicy, withRetries } from "./retry.ts";
+import { repoPathProblem, UntrustedInputError } from "../security/ids.ts";
 
 const log = logger("downloads");
 
@@ -171,17 +173,26 @@ export class DownloadManager {
     return true;
   }
 
-  /** Cancels and deletes the model's files; resolves false when nothing was there. */
+  /**
+   * Cancels and deletes the model's files; resolves false when nothing of skulk's was there. Only a folder holding
+   * this model's manifest is deleted: a models dir may be shared (`--models-dir`), and a folder skulk did not
+   * write (someone's `Documents`, a file an id happens to name) is not skulk's to remove.
+   */
   async remove(modelId: string, shard?: ShardMetadata): Promise<boolean> {
+    const dir = await containedModelDir(this.#o.modelsDir, modelId);
     await this.cancel(modelId, "cancelled: its files are being deleted");
-    const dir = modelDir(this.#o.modelsDir, modelId);
     const manifest = await readManifest(dir);
-    let existed = true;
-    try {
-      await Deno.remove(dir, { recursive: true });
-    } catch (e) {
-      if (!(e instanceof Deno.errors.NotFound)) throw e;
-      existed = false;
+    let existed = manifest?.modelId === modelId;
+    if (existed) {
+      try {
+        await Deno.remove(dir, { recursive: true });
+      } catch (e) {
+        if (!(e instanceof Deno.errors.NotFound)) throw e;
+        existed = false;
+      }
+    } else if (manifest === null) {
+      const there = await Deno.lstat(dir).then(() => true, () => false);
+      if (there) log.warn("not deleting {dir}: it holds no skulk manifest", { dir });
     }
     const sm = shard ?? manifest?.shardMetadata;
     if (sm) {
@@ -247,7 +258,15 @@ export class DownloadManager {
     for (const { dir, manifest } of await scanModels(this.#o.modelsDir)) {
       if (this.#jobs.has(manifest.modelId)) continue;
       const ref = { nodeId: this.#o.nodeId, shardMetadata: manifest.shardMetadata, modelDirectory: dir };
-      const tallies = await this.#tally(dir, manifest);
+      let tallies: progress.FileTally[];
+      try {
+        tallies = await this.#tally(dir, manifest);
+      } catch (e) {
+        // One folder that cannot be read safely (a link out of the models dir) must not stop the others.
+        if (!(e instanceof UntrustedInputError)) throw e;
+        log.warn("not advertising {dir}: {error}", { dir, error: e.message });
+        continue;
+      }
       const total = tallies.reduce((a, t) => a + t.total, 0);
       const onDisk = tallies.reduce((a, t) => a + t.downloaded, 0);
       const complete = manifest.completedAt !== null && tallies.every((t) => t.done);
@@ -293,7 +312,8 @@ export class DownloadManager {
   async #tally(dir: string, manifest: Manifest): Promise<progress.FileTally[]> {
     this.#withSyncs(dir, manifest);
     return await Promise.all(manifest.files.map(async (f) => {
-      const st = fileStatus(f, await fileOnDisk(dir, f.path), manifest.verified[f.path]);
+      const disk = await fileOnDisk(await containedFile(this.#o.modelsDir, dir, f.path));
+      const st = fileStatus(f, disk, manifest.verified[f.path]);
       return {
         path: f.path,
         total: f.size,
@@ -324,7 +344,19 @@ export class DownloadManager {
       const listing = await withRetries(this.#o.retry, () => this.#o.hub.listFiles(card.model_id, signal), {
         signal,
       });
-      return filesForCard(card, listing).map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
+      const chosen = filesForCard(card, listing);
+      for (const f of chosen) {
+        const problem = repoPathProblem(f.path);
+        // A hub (or whatever answers at HF_ENDPOINT) names where files land: a listing that would lead out of the
+        // model's folder is refused whole, never trimmed, so the user learns the source is not to be trusted.
+        if (problem) {
+          throw new DownloadError(
+            `the hub's listing of ${card.model_id} names a file ${JSON.stringify(f.path)} that ${problem}`,
+            "fatal",
+          );
+        }
+      }
+      return chosen.map((f) => ({ path: f.path, size: f.size, sha256: f.sha256 }));
     } catch (e) {
       if (signal.aborted) throw e;
       if (e instanceof FileSelectionError) throw new DownloadError(e.message, "fatal");
@@ -346,7 +378,7 @@ export class DownloadManager {
     signal: AbortSignal,
     onStarted: () => void,
   ): Promise<string> {
-    const dir = modelDir(this.#o.modelsDir, card.model_id);
+    const dir = await containedModelDir(this.#o.modelsDir, card.model_id);
     const ref: progress.ModelRef = { nodeId: this.#o.nodeId, shardMetadata: shard, modelDirectory: dir };
     if (card.gguf_path) {
       const size = (await Deno.stat(card.gguf_path)).size;
@@ -419,7 +451,11 @@ export class DownloadManager {
       }
       if (reason instanceof DownloadError && reason.kind === "disk") {
         // A full disk leaves nothing half-written behind.
-        await Promise.all(files.map((f) => Deno.remove(partialPath(join(dir, f.path))).catch(() => {})));
+        await Promise.all(
+          files.map(async (f) =>
+            Deno.remove(partialPath(await containedFile(this.#o.modelsDir, dir, f.path))).catch(() => {})
+          ),
+        );
       }
       const message = reason instanceof Error ? reason.message : String(reason);
       log.warn("download of {model} failed: {error}", { model: card.model_id, error: message });
@@ -442,8 +478,8 @@ export class DownloadManager {
     await Promise.all(manifest.files.map((f) => this.#syncs.settle(join(dir, f.path))));
     this.#withSyncs(dir, manifest);
     for (const [i, f] of manifest.files.entries()) {
-      const full = join(dir, f.path);
-      const disk = await fileOnDisk(dir, f.path);
+      const full = await containedFile(this.#o.modelsDir, dir, f.path);
+      const disk = await fileOnDisk(full);
       const before = manifest.verified[f.path];
       const state = fileStatus(f, disk, before).state;
       if (state === "verified") tallies[i].done = true; // the tally may predate a sync that has finished since
@@ -499,7 +535,7 @@ export class DownloadManager {
     const worker = async () => {
       for (let item = queue.shift(); item; item = queue.shift()) {
         const { f, i } = item;
-        const dest = join(dir, f.path);
+        const dest = await containedFile(this.#o.modelsDir, dir, f.path);
         const fetched = await withRetries(this.#o.retry, () =>
           fetchFile({
             url: this.#o.hub.fileUrl(card.model_id, f.path),

@@ -3,6 +3,7 @@
  * One zod schema defines both; `cardToWire` is the only place the spelling changes.
  */
 import { z } from "zod";
+import { ModelIdSchema, RepoPathSchema } from "../security/ids.ts";
 
 const Memory = z.object({ in_bytes: z.number().int().nonnegative() }).strict();
 const Effort = z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]);
@@ -33,7 +34,7 @@ export const AudioVoiceSchema = z.object({
 }).strict();
 
 export const ModelCardSchema = z.object({
-  model_id: z.string().regex(/^[^\s]+$/, "model_id must have no spaces").min(1),
+  model_id: ModelIdSchema,
   /** Absent when not yet known: resolved on first contact with the hub and recorded (resolved_model_facts). */
   storage_size: Memory.optional(),
   n_layers: z.number().int().positive(),
@@ -48,10 +49,10 @@ export const ModelCardSchema = z.object({
   family: z.string().default(""),
   quantization: z.string().default(""),
   base_model: z.string().default(""),
-  gguf_file: z.string().optional(),
+  gguf_file: RepoPathSchema.optional(),
   /** Local path of a registered GGUF (custom cards from `skulk models add --path`). */
   gguf_path: z.string().optional(),
-  mmproj_file: z.string().optional(),
+  mmproj_file: RepoPathSchema.optional(),
   capabilities: z.array(z.string()).default([]),
   context_length: z.number().int().nonnegative().default(0),
   uses_cfg: z.boolean().default(false),

@@ -7,6 +7,7 @@ import type { Db } from "../store/db.ts";
 import { customCards } from "../store/schema.ts";
 import { type ModelCard, ModelCardSchema } from "./card.ts";
 import { type GgufFacts, GgufReadError, readGgufFacts } from "./gguf/reader.ts";
+import { MODEL_ID_RULES, modelIdProblem, quoted } from "../security/ids.ts";
 
 /** A local GGUF runs on the llama.cpp engines only (upstream's synthesized GGUF cards use the same list). */
 export const LLAMA_CPP_BACKENDS = ["llama_cpp-vulkan", "llama_cpp-rocm", "llama_cpp-cuda", "llama_cpp-cpu"];
@@ -33,9 +34,19 @@ export class LocalModelError extends Error {
 
 const basename = (p: string) => p.split("/").at(-1) ?? p;
 
-/** `local/<file name without .gguf>`, spaces made dashes: a model id needs no spaces and one slash reads like org/name. */
+/**
+ * `local/<file name without .gguf>`, made a model id (ids.ts): characters it may not hold become `-`, runs of `-`
+ * or `.` one, and it starts and ends with a letter, digit or `_`.
+ */
 export function defaultLocalModelId(path: string): string {
-  const stem = basename(path).replace(/\.gguf$/i, "").replace(/\s+/g, "-");
+  const stem = basename(path).replace(/\.gguf$/i, "")
+    .replace(/[^A-Za-z0-9_.-]+/g, "-")
+    .replace(/-{2,}/g, "-")
+    .replace(/\.{2,}/g, ".")
+    .replace(/^[.-]+|[.-]+$/g, "")
+    .slice(0, MODEL_ID_RULES.maxPartLength)
+    .replace(/[.-]+$/, "")
+    .replace(/\.git$/i, "-git");
   return `local/${stem || "model"}`;
 }
 
@@ -90,7 +101,8 @@ export async function localCard(path: string, modelId?: string): Promise<ModelCa
     );
   }
   const id = modelId ?? defaultLocalModelId(path);
-  if (!/^[^\s]+$/.test(id)) throw new LocalModelError(`model id '${id}' must have no spaces`);
+  const problem = modelIdProblem(id);
+  if (problem) throw new LocalModelError(`model id ${quoted(id)} ${problem}`);
   return cardFromFacts(id, path, facts);
 }
 

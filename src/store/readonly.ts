@@ -1,12 +1,19 @@
 /**
- * Read-only SQL over a state database for `skulk sql`: one statement, reads only, on a connection that
- * SQLite itself keeps query-only, so a refused statement can never change the file.
+ * Read-only SQL over a state database for `skulk sql`: a guard that refuses anything but one read statement, then
+ * the statement on a read-only connection (readonly-conn.ts) in a worker, stopped after a time limit.
  */
-import { createClient, type InValue } from "@libsql/client/node";
+import type { SqlArg, WorkerReply, WorkerRequest } from "./readonly-conn.ts";
 
 export class ReadOnlyRefusal extends Error {
   override name = "ReadOnlyRefusal";
 }
+
+/** The statement ran past its time limit and was stopped. */
+export class QueryTimeout extends Error {
+  override name = "QueryTimeout";
+}
+
+export const DEFAULT_TIMEOUT_S = 10;
 
 const READ_KEYWORDS = new Set(["SELECT", "WITH", "EXPLAIN", "VALUES", "PRAGMA"]);
 
@@ -68,34 +75,62 @@ export interface QueryResult {
   rows: Record<string, unknown>[];
 }
 
-export async function queryReadOnly(dbFile: string, sql: string, args: InValue[] = []): Promise<QueryResult> {
+export async function queryReadOnly(
+  dbFile: string,
+  sql: string,
+  args: SqlArg[] = [],
+  opts: { timeoutMs?: number } = {},
+): Promise<QueryResult> {
   const stmt = checkReadOnly(sql);
   try {
     await Deno.stat(dbFile);
   } catch {
     throw new ReadOnlyRefusal(`no state database at ${dbFile} (has a node run with this --data-dir?)`);
   }
-  const client = createClient({ url: `file:${dbFile}` });
-  try {
-    await client.execute("PRAGMA query_only = ON");
-    await client.execute("PRAGMA busy_timeout = 5000");
-    const rs = await client.execute({ sql: stmt, args });
-    const rows = rs.rows.map((r) => Object.fromEntries(rs.columns.map((c, i) => [c, normalize(r[i])])));
-    return { columns: rs.columns, rows };
-  } catch (e) {
-    const msg = (e as Error).message;
-    if (/READONLY/i.test(msg)) {
-      throw new ReadOnlyRefusal("that statement would write; skulk sql is read-only");
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_S * 1000;
+  const reply = await inWorker({ file: dbFile, sql: stmt, args }, timeoutMs);
+  if (!reply.ok) {
+    if (reply.denied || /readonly|not authorized/i.test(reply.message)) {
+      throw new ReadOnlyRefusal(
+        `that statement would write or reach outside the database; skulk sql is read-only`,
+      );
     }
-    throw new ReadOnlyRefusal(msg.replace(/^SQLITE_\w+: /, ""));
-  } finally {
-    client.close();
+    throw new ReadOnlyRefusal(reply.message.replace(/^SQLITE_\w+: /, ""));
   }
+  const rows = reply.rows.map((r) => Object.fromEntries(reply.columns.map((c) => [c, normalize(r[c])])));
+  return { columns: reply.columns, rows };
+}
+
+/**
+ * SQLite runs a statement in C without yielding, so nothing on the calling thread can stop it, and node:sqlite
+ * has no interrupt. It runs in a worker instead; at the time limit the worker is terminated and the caller gets
+ * QueryTimeout. V8 cannot end C code already running in that thread: it spins until the process exits, which
+ * `skulk sql` does at once (the CLI's error path); a long-lived caller should keep its statements bounded.
+ */
+function inWorker(request: WorkerRequest, timeoutMs: number): Promise<WorkerReply> {
+  // A literal URL beside the module; `deno compile` embeds it through `--include` (see the Makefile).
+  const worker = new Worker(new URL("./readonly-worker.ts", import.meta.url).href, { type: "module" });
+  const done = Promise.withResolvers<WorkerReply>();
+  const timer = setTimeout(() => {
+    done.reject(
+      new QueryTimeout(`the statement ran longer than ${timeoutMs / 1000} s and was stopped (see --timeout)`),
+    );
+  }, timeoutMs);
+  worker.onmessage = (e: MessageEvent<WorkerReply>) => done.resolve(e.data);
+  worker.onerror = (e: ErrorEvent) => {
+    e.preventDefault();
+    done.resolve({ ok: false, message: e.message, denied: false });
+  };
+  worker.postMessage(request);
+  return done.promise.finally(() => {
+    clearTimeout(timer);
+    worker.terminate();
+  });
 }
 
 function normalize(v: unknown): unknown {
   if (typeof v === "bigint") return Number.isSafeInteger(Number(v)) ? Number(v) : v.toString();
-  if (v instanceof ArrayBuffer) return `<${v.byteLength} bytes>`;
+  if (v instanceof Uint8Array) return `<${v.byteLength} bytes>`;
   return v;
 }
 

@@ -7,7 +7,9 @@ import type { ShardMetadata } from "../cluster/instances.ts";
 import type { Config } from "../config/schema.ts";
 import { DownloadCancelled } from "../downloads/errors.ts";
 import { ggufPath } from "../downloads/manager.ts";
-import { type ModelCard, normalizeModelId } from "../models/card.ts";
+import { containedFile, containedModelDir } from "../downloads/local.ts";
+import type { ModelCard } from "../models/card.ts";
+import { UntrustedInputError } from "../security/ids.ts";
 import type { NodeContext } from "../node/context.ts";
 
 export function modelsDir(config: Config): string {
@@ -21,7 +23,16 @@ export async function resolveModelFile(
   const candidates: string[] = [];
   if (card.gguf_path) candidates.push(card.gguf_path);
   if (card.gguf_file) {
-    candidates.push(`${modelsDir(config)}/${normalizeModelId(card.model_id)}/${card.gguf_file}`);
+    // The card may come from a peer or a request: its file must resolve inside the models dir.
+    try {
+      const root = modelsDir(config);
+      candidates.push(
+        await containedFile(root, await containedModelDir(root, card.model_id), card.gguf_file),
+      );
+    } catch (e) {
+      if (e instanceof UntrustedInputError) return { error: `${card.model_id}: ${e.message}` };
+      throw e;
+    }
   }
   if (candidates.length === 0) {
     return {
@@ -72,7 +83,13 @@ export async function resolveModelDir(card: ModelCard, config: Config): Promise<
       return null;
     }
   }
-  const dir = `${modelsDir(config)}/${normalizeModelId(card.model_id)}`;
+  let dir: string;
+  try {
+    dir = await containedModelDir(modelsDir(config), card.model_id);
+  } catch (e) {
+    if (e instanceof UntrustedInputError) return null;
+    throw e;
+  }
   try {
     for await (const e of Deno.readDir(dir)) if (e.isFile && e.name.endsWith(".onnx")) return dir;
   } catch { /* not here */ }

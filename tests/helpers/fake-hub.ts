@@ -53,6 +53,12 @@ export interface FakeHubOptions {
   /** Listing without sha256 (non-LFS entries), to test size-only verification. */
   noHashes?: boolean;
   port?: number;
+  /**
+   * Entries a hostile hub adds to a repo's listing (`path` as listed, e.g. `../../x`), each served from `file`. A
+   * client may send such a path as is and a server normalises it, so the body is served for any request whose path
+   * ends with the entry's last part.
+   */
+  hostile?: Record<string, { path: string; file: string }[]>;
 }
 
 async function sha256Of(path: string): Promise<string> {
@@ -145,6 +151,16 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
     }
   };
   await refresh();
+  const hostile = new Map<string, { path: string; served: Served }[]>();
+  for (const [repo, entries] of Object.entries(opts.hostile ?? {})) {
+    hostile.set(
+      repo,
+      await Promise.all(entries.map(async ({ path, file }) => ({
+        path,
+        served: { size: (await Deno.stat(file)).size, sha256: await sha256Of(file), file },
+      }))),
+    );
+  }
   const queued = new Map<string, Fault[]>();
   const steady = new Map<string, Fault>();
   const requests: HubRequest[] = [];
@@ -161,7 +177,7 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
       const own = [...files.entries()].filter(([k]) => k.startsWith(`${repo}/`)).map(([k, v]) => ({
         path: k.slice(repo.length + 1),
         ...v,
-      }));
+      })).concat((hostile.get(repo) ?? []).map((h) => ({ path: h.path, ...h.served })));
       if (own.length === 0) {
         return new Response(JSON.stringify({ error: "Repository not found" }), { status: 404 });
       }
@@ -181,9 +197,11 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
       })));
     }
     const m = path.match(/^\/(.+)\/resolve\/main\/(.+)$/);
-    const served = m ? files.get(`${m[1]}/${m[2]}`) : undefined;
-    if (!m || !served) return new Response("Entry not found", { status: 404 });
-    const key = `${m[1]}/${m[2]}`;
+    const last = path.split("/").at(-1);
+    const served = (m ? files.get(`${m[1]}/${m[2]}`) : undefined) ??
+      [...hostile.values()].flat().find((h) => h.path.split("/").at(-1) === last)?.served;
+    if (!served) return new Response("Entry not found", { status: 404 });
+    const key = m ? `${m[1]}/${m[2]}` : path;
     const fault = queued.get(key)?.shift() ?? steady.get(key) ?? null;
     if (fault?.kind === "status") return new Response(`injected ${fault.status}`, { status: fault.status });
     const headers = new Headers({

@@ -103,7 +103,7 @@ describe("custom GGUF cards", () => {
       [{ gguf_path: `${dir}/notes.gguf` }, 400, /notes\.gguf is not a readable GGUF file/],
       [{ gguf_path: "relative/model.gguf" }, 400, /gguf_path must be an absolute path/],
       [{ gguf_path: dir }, 400, /is not a file/],
-      [{ model_id: "has space", gguf_path: model }, 400, /model_id: must have no spaces/],
+      [{ model_id: "has space", gguf_path: model }, 400, /model_id: may use only letters/],
       [{ model_id: "org/some-hub-model" }, 400, /model hub is unavailable on this node \(offline\)/],
       [{}, 400, /send model_id \(a hub id\) or gguf_path/],
       [{ gguf_path: model, extra: 1 }, 400, /invalid request/],

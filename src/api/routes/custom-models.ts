@@ -11,9 +11,10 @@ import { localCard, LocalModelError } from "../../models/local.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, conflict, notFound, readJson } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { checkModelId, ModelIdSchema } from "../../security/ids.ts";
 
 export const AddModelBody = z.object({
-  model_id: z.string().min(1).regex(/^[^\s]+$/, "must have no spaces").optional(),
+  model_id: ModelIdSchema.optional(),
   /** Not upstream: an absolute path of a GGUF file on this node. */
   gguf_path: z.string().min(1).optional(),
 }).strict();
@@ -70,7 +71,7 @@ customModelRoutes.post("/models/add", async (c) => {
 });
 
 customModelRoutes.delete("/models/custom/:modelId{.+}", async (c) => {
-  const modelId = c.req.param("modelId");
+  const modelId = checkModelId(c.req.param("modelId"));
   const n = c.var.node;
   const card = n.catalog.get(modelId);
   if (!card?.is_custom) {

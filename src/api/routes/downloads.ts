@@ -14,11 +14,12 @@ import { type ModelCard, parseCard } from "../../models/card.ts";
 import type { NodeContext } from "../../node/context.ts";
 import type { ApiEnv } from "../env.ts";
 import { forwardRequest } from "../../serving/forward.ts";
-import { ApiError, badRequest, notFound, readJsonWithRaw, unavailable } from "../errors.ts";
+import { ApiError, badRequest, describeZodError, notFound, readJsonWithRaw, unavailable } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { checkModelId, RepoPathSchema } from "../../security/ids.ts";
 
 const StartBody = z.object({ targetNodeId: z.string().min(1), shardMetadata: ShardMetadataSchema });
-const StoreDownloadBody = z.object({ gguf_file: z.string().min(1).optional() }).strict();
+const StoreDownloadBody = z.object({ gguf_file: RepoPathSchema.optional() }).strict();
 const CommandResponse = z.object({ commandId: z.string() });
 const StatusResponse = z.object({
   modelId: z.string(),
@@ -134,7 +135,16 @@ export const downloadRoutes = new Hono<ApiEnv>()
         card = parseCard(wire);
       } catch (e) {
         throw badRequest(
-          `shardMetadata.modelCard is not a valid model card: ${(e as Error).message.split("\n")[0]}`,
+          `shardMetadata.modelCard is not a valid model card: ${
+            e instanceof z.ZodError ? describeZodError(e).message : (e as Error).message.split("\n")[0]
+          }`,
+          "shardMetadata",
+        );
+      }
+      // A local file is registered on its own node (POST /models/add); a request cannot name one to "download".
+      if (card.gguf_path !== undefined) {
+        throw badRequest(
+          "shardMetadata.modelCard.ggufPath names a local file; register it with POST /models/add on its node",
           "shardMetadata",
         );
       }
@@ -146,9 +156,10 @@ export const downloadRoutes = new Hono<ApiEnv>()
   })
   .delete("/download/:node_id/:model_id{.+}", async (c) => {
     const n = c.var.node;
+    const modelId = checkModelId(c.req.param("model_id"));
     const remote = await routeToNode(n, c.req.param("node_id"), c.req.raw, "");
     if (remote) return remote;
-    await manager(n).remove(c.req.param("model_id"));
+    await manager(n).remove(modelId);
     return c.json({ commandId: crypto.randomUUID() });
   })
   .get("/store/downloads", (c) => {
@@ -171,7 +182,7 @@ export const downloadRoutes = new Hono<ApiEnv>()
   })
   .post("/store/models/:model_id{.+}/download", async (c) => {
     const n = c.var.node;
-    const modelId = c.req.param("model_id");
+    const modelId = checkModelId(c.req.param("model_id"));
     const text = (await c.req.text()).trim();
     let parsed: unknown = {};
     try {
@@ -180,7 +191,10 @@ export const downloadRoutes = new Hono<ApiEnv>()
       throw badRequest(`request body is not valid JSON: ${(e as Error).message}`);
     }
     const body = StoreDownloadBody.safeParse(parsed);
-    if (!body.success) throw badRequest('the body may only carry {"gguf_file": "<repo path>"}', "gguf_file");
+    if (!body.success) {
+      const { message } = describeZodError(body.error);
+      throw badRequest(`the body may only carry {"gguf_file": "<repo path>"} (${message})`, "gguf_file");
+    }
     const card = {
       ...catalogCard(n, modelId),
       ...(body.data.gguf_file ? { gguf_file: body.data.gguf_file } : {}),
@@ -194,7 +208,7 @@ export const downloadRoutes = new Hono<ApiEnv>()
   })
   .get("/store/models/:model_id{.+}/download/status", (c) => {
     const n = c.var.node;
-    const modelId = c.req.param("model_id");
+    const modelId = checkModelId(c.req.param("model_id"));
     const rec = recordOf(n, modelId);
     if (!rec) {
       throw notFound(
@@ -204,7 +218,7 @@ export const downloadRoutes = new Hono<ApiEnv>()
     return c.json(summarize(rec, modelId));
   })
   .delete("/store/models/:model_id{.+}", async (c) => {
-    const modelId = c.req.param("model_id");
+    const modelId = checkModelId(c.req.param("model_id"));
     if (!(await manager(c.var.node).remove(modelId))) {
       throw notFound(`model ${modelId} has no files on this node`);
     }

@@ -29,6 +29,7 @@ import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, readJson, unavailable } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { createInstance } from "./instances.ts";
+import { checkModelId } from "../../security/ids.ts";
 
 describe({
   method: "get",
@@ -93,7 +94,7 @@ export async function placementCard(
   hub: Partial<HubDeps> = {},
 ): Promise<ModelCard> {
   if (!modelId) throw badRequest("model_id is required", "model_id");
-  const card = node.catalog.get(modelId);
+  const card = node.catalog.get(checkModelId(modelId));
   if (!card) {
     throw badRequest(
       `unknown model ${modelId}: add it with POST /models/add or pick one from GET /models`,
