@@ -4,7 +4,8 @@
  * a refusal, which the master recovers from by placing the model again without this node
  * (placement/recovery.ts). Pure over the node's fresh reading and its catalogue.
  */
-import { isAbsolute, relative, resolve } from "node:path";
+import { isAbsolute, resolve } from "node:path";
+import { staysInside } from "../security/contain.ts";
 import type { ClusterState } from "../cluster/state.ts";
 import type { TelemetryEntry } from "../cluster/telemetry.ts";
 import { type ModelCard, normalizeModelId } from "../models/card.ts";
@@ -42,13 +43,6 @@ export function shardRefusal(
   return `${REFUSAL_PREFIX}${card.model_id} needs ${gb(need)} here (${
     Math.round(fraction * 100)
   }% of the weights, KV for ${contextTokens} tokens); this node can give ${gb(free)} now`;
-}
-
-/** True when `rel` joined to `root` stays strictly inside it, lexically (no `..` escape, not absolute). */
-function staysInside(root: string, rel: string): boolean {
-  if (rel === "" || rel.includes("\0") || rel.includes("\\") || isAbsolute(rel)) return false;
-  const r = relative(resolve(root), resolve(root, rel));
-  return r !== "" && !r.startsWith("..") && !isAbsolute(r);
 }
 
 /**

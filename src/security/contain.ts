@@ -11,6 +11,15 @@ export function strictlyInside(root: string, target: string): boolean {
   return rel !== "" && !isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`);
 }
 
+/**
+ * Pure and lexical: whether `rel` joined to `root` stays strictly inside it (no `..` escape, not absolute, no NUL or
+ * backslash). For checks that must not touch the disk (a placed card, checked before its files exist).
+ */
+export function staysInside(root: string, rel: string): boolean {
+  if (rel === "" || rel.includes("\0") || rel.includes("\\") || isAbsolute(rel)) return false;
+  return strictlyInside(resolve(root), resolve(root, rel));
+}
+
 async function realPathOrNull(path: string): Promise<string | null> {
   try {
     return await Deno.realPath(path);

@@ -339,7 +339,9 @@ describe("a request's copy of the card", () => {
 
   it.each([
     ["a gguf_path", { ...wire, ggufPath: "/etc/shadow" }, "ggufPath"],
-    ["a gguf_file", { ...wire, gguf_file: "../../../etc/shadow" }, "ggufFile"],
+    ["a gguf_file", { ...wire, gguf_file: "other.gguf" }, "ggufFile"],
+    // The card schema itself refuses a path that leaves the model's folder (src/security/ids.ts).
+    ["a gguf_file that leaves its folder", { ...wire, gguf_file: "../../../etc/shadow" }, "*"],
     ["a layer count", { ...wire, nLayers: 9 }, "nLayers"],
     ["no valid card", { modelId: "org/tiny" }, "*"],
   ])("names the field when it differs in %s", (_, raw, field) => {
