@@ -3,6 +3,7 @@
  * origins, oversized and never-ending bodies, too many streams and realtime sessions, and test-only routes.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { localCardWire, placeOnNode } from "../helpers/cluster.ts";
@@ -468,3 +469,91 @@ describe("caps on concurrent streams and realtime sessions", () => {
     expect(status).toBe(101);
   }, 120_000);
 });
+
+describe.skipIf(!chromiumInstalled())(
+  "a real browser: the dashboard under its CSP, and a page on another origin",
+  () => {
+    let dir: string;
+    let node: Daemon;
+    let configFile: string;
+    let browser: TestBrowser;
+    let evil: Deno.HttpServer<Deno.NetAddr>;
+    const original = "node:\n  friendly_name: browser-node\n";
+
+    beforeAll(async () => {
+      dir = tempDir("skulk-security-browser-");
+      configFile = `${dir}/skulk.yaml`;
+      Deno.writeTextFileSync(configFile, original);
+      node = await startDaemon({ dataDir: `${dir}/data`, args: ["--config", configFile] });
+      // Another origin (another port) serving a hostile page that tries what any page on the LAN could.
+      const page = `<!doctype html><body><iframe id="f" src="${node.url}/"></iframe><script>
+      const results = {};
+      const framed = new Promise((r) => (document.getElementById("f").onload = r));
+      const settle = (k, p) => p.then((v) => (results[k] = v), (e) => (results[k] = "blocked: " + e.name));
+      Promise.all([
+        settle("read", fetch("${node.url}/state").then((r) => "read " + r.status)),
+        settle("put", fetch("${node.url}/config", {
+          method: "PUT",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ node: { friendly_name: "pwned-by-page" } }),
+        }).then((r) => "put " + r.status)),
+        settle("simple", fetch("${node.url}/config", {
+          method: "POST", mode: "no-cors", headers: { "content-type": "text/plain" }, body: "{}",
+        }).then((r) => "sent " + r.type)),
+        framed,
+      ]).then(() => { window.results = results; });
+    </script></body>`;
+      evil = Deno.serve(
+        { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+        () => new Response(page, { headers: { "content-type": "text/html" } }),
+      );
+      browser = await launchBrowser();
+    });
+    afterAll(async () => {
+      await browser?.close();
+      await evil?.shutdown();
+      await node?.stop();
+      await Deno.remove(dir, { recursive: true }).catch(() => undefined);
+    });
+
+    it("runs the dashboard's bundle with no CSP violation", async () => {
+      const page = await browser.page();
+      const violations: string[] = [];
+      page.on("console", (m) => {
+        if (/Content Security Policy|Refused to/i.test(m.text())) violations.push(m.text());
+      });
+      page.on("pageerror", (e) => violations.push(e.message));
+      await page.goto(`${node.url}/`);
+      const card = page.locator(`[data-node-id="${node.nodeId}"]`);
+      await card.waitFor({ timeout: 30_000 });
+      await expect(card.locator("h3").textContent()).resolves.toBe("browser-node");
+      await page.goto(`${node.url}/chat`);
+      await page.waitForFunction('!document.body.innerText.includes("Loading the Skulk dashboard")');
+      expect(violations).toEqual([]);
+      await page.close();
+    });
+
+    it("keeps a foreign page from reading, writing or framing the node", async () => {
+      const page = await browser.page();
+      await page.goto(`http://127.0.0.1:${evil.addr.port}/`);
+      await page.waitForFunction(() => (globalThis as { results?: unknown }).results !== undefined, null, {
+        timeout: 30_000,
+      });
+      const results = await page.evaluate(() =>
+        (globalThis as unknown as { results: Record<string, string> }).results
+      );
+      expect(results.read).toMatch(/^blocked/); // CORS: no Access-Control-Allow-Origin for this origin
+      expect(results.put).toMatch(/^blocked/); // its preflight is refused
+      expect(results.simple).toBe("sent opaque"); // sent, but refused by the node (403): the file is unchanged
+      expect(Deno.readTextFileSync(configFile)).toBe(original);
+      // frame-ancestors 'none': the iframe never shows the dashboard.
+      const frame = page.frames().find((f) => f !== page.mainFrame());
+      const framed = await frame?.evaluate<string>('document.body ? document.body.innerText : ""').catch(() =>
+        ""
+      );
+      expect(framed ?? "").not.toContain("Loading the Skulk dashboard");
+      expect(framed ?? "").not.toContain("browser-node");
+      await page.close();
+    }, 60_000);
+  },
+);
