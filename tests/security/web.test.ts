@@ -3,7 +3,7 @@
  * origins, oversized and never-ending bodies, too many streams and realtime sessions, and test-only routes.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
+import { chromiumInstalled, launchBrowser, type TestBrowser, waitInPage } from "../helpers/browser.ts";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { localCardWire, placeOnNode } from "../helpers/cluster.ts";
@@ -528,7 +528,7 @@ describe.skipIf(!chromiumInstalled())(
       await card.waitFor({ timeout: 30_000 });
       await expect(card.locator("h3").textContent()).resolves.toBe("browser-node");
       await page.goto(`${node.url}/chat`);
-      await page.waitForFunction('!document.body.innerText.includes("Loading the Skulk dashboard")');
+      await waitInPage(page, '!document.body.innerText.includes("Loading the Skulk dashboard")');
       expect(violations).toEqual([]);
       await page.close();
     });
@@ -536,9 +536,7 @@ describe.skipIf(!chromiumInstalled())(
     it("keeps a foreign page from reading, writing or framing the node", async () => {
       const page = await browser.page();
       await page.goto(`http://127.0.0.1:${evil.addr.port}/`);
-      await page.waitForFunction(() => (globalThis as { results?: unknown }).results !== undefined, null, {
-        timeout: 30_000,
-      });
+      await waitInPage(page, "window.results !== undefined");
       const results = await page.evaluate(() =>
         (globalThis as unknown as { results: Record<string, string> }).results
       );
