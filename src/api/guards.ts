@@ -99,10 +99,14 @@ export function originGuards(config: Pick<Config, "corsOrigins">): MiddlewareHan
   return [corsFor, writes];
 }
 
-/** `nosniff` on every answer: a JSON or text answer is never run as a script or a page by a browser. */
-export const noSniff: MiddlewareHandler<ApiEnv> = async (c, next) => {
-  await next();
+/**
+ * `nosniff` on every answer: a JSON or text answer is never run as a script or a page by a browser. Set
+ * before the handler runs, so hono copies it onto whatever Response comes back, which also gives a Response
+ * proxied from another node (immutable headers) mutable ones for the middlewares after it.
+ */
+export const noSniff: MiddlewareHandler<ApiEnv> = (c, next) => {
   c.res.headers.set("X-Content-Type-Options", "nosniff");
+  return next();
 };
 
 /**

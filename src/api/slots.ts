@@ -12,10 +12,6 @@ export class Slots {
   #used = 0;
   constructor(readonly what: string, readonly setting: string, readonly max: number) {}
 
-  get used(): number {
-    return this.#used;
-  }
-
   /** Takes a slot or throws the 429; the returned release is idempotent. */
   take(): () => void {
     if (this.#used >= this.max) {
