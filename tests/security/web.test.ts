@@ -341,18 +341,28 @@ describe("browser origins, body limits and test-only routes on a node", () => {
     }
   });
 
-  it("serves POST /cluster/test_events only in test mode", async () => {
+  it("serves POST /cluster/test_events only in test mode; `*` opens CORS without credentials", async () => {
     const inTestMode = await fetch(`${node.url}/cluster/test_events`, { method: "POST" });
     expect(inTestMode.status).toBe(200);
     expect((await inTestMode.json()).submitted).toHaveLength(1);
 
-    const normal = await startDaemon({ dataDir: `${dir}/normal`, env: { SKULK_TEST_MODE: "0" } });
+    // This node also allows every origin (`*`), which it must name explicitly.
+    const normal = await startDaemon({
+      dataDir: `${dir}/normal`,
+      env: { SKULK_TEST_MODE: "0", SKULK_CORS_ORIGINS: "*" },
+    });
     try {
       const before = (await (await fetch(`${normal.url}/events`)).json()).length;
-      const res = await fetch(`${normal.url}/cluster/test_events?count=1000`, { method: "POST" });
+      const res = await fetch(`${normal.url}/cluster/test_events?count=1000`, {
+        method: "POST",
+        headers: { Origin: EVIL },
+      });
       expect(res.status).toBe(404);
       expect((await res.json()).error.message).toContain("SKULK_TEST_MODE");
       expect((await (await fetch(`${normal.url}/events`)).json()).length).toBe(before);
+      // `*`: any page may call it, but never with credentials.
+      expect(res.headers.get("access-control-allow-origin")).toBe("*");
+      expect(res.headers.get("access-control-allow-credentials")).toBeNull();
     } finally {
       await normal.stop();
     }
