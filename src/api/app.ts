@@ -3,12 +3,12 @@
  * one place errors become upstream's envelope. Handlers receive the NodeContext through `c.var.node`.
  */
 import { Hono } from "hono";
-import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import type { ApiEnv } from "./env.ts";
 import { ApiError, envelope, errorResponse, toApiError } from "./errors.ts";
+import { bodyGuards, noSniff, originGuards } from "./guards.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
@@ -52,7 +52,10 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
       log.debug("{method} {path} {status} {ms}ms", line);
     } else log.info("{method} {path} {status} {ms}ms", line);
   });
-  app.use("*", cors({ origin: (o) => o, credentials: true }));
+  app.use("*", noSniff);
+  // Before the key check: a page on a foreign origin is refused even when it holds the key.
+  for (const guard of originGuards(node.config)) app.use("*", guard);
+  app.use("*", bodyGuards(node.config));
 
   const key = node.config.apiKey;
   if (key) {

@@ -43,6 +43,24 @@ const peerList = z.union([z.array(nonEmpty), z.string()])
   .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean))
   .pipe(z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, "each peer must be host:port")));
 
+/** A browser origin (`scheme://host[:port]`, as a browser sends it in `Origin`), or `*` for any. */
+const origin = z.string().trim().refine(
+  (o) => {
+    if (o === "*") return true;
+    try {
+      const u = new URL(o);
+      return (u.protocol === "http:" || u.protocol === "https:") && u.origin === o;
+    } catch {
+      return false;
+    }
+  },
+  "each origin must be `*` or scheme://host[:port] with no path or trailing slash (e.g. http://localhost:5173)",
+);
+const originList = z.union([z.array(z.string()), z.string()])
+  .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean))
+  .pipe(z.array(origin));
+const count = z.coerce.number().int("must be a whole number").positive("must be a positive number");
+
 export interface Setting<T> {
   /** Dotted name used in messages and in `skulk.yaml` (`api.port` is `api: {port: …}`). */
   key: string;
@@ -75,6 +93,39 @@ export const SETTINGS = {
     schema: z.string().min(16, "must be at least 16 characters").nullable(),
     default: null,
   }),
+  /** Browser origins besides the node's own that may call the API (CORS and state-changing requests). */
+  corsOrigins: setting({
+    key: "api.cors_origins",
+    env: "SKULK_CORS_ORIGINS",
+    schema: originList,
+    default: [] as string[],
+  }),
+  /** Largest request body on every route but the audio uploads (which keep their 25 MiB). */
+  maxBodyBytes: setting({
+    key: "api.max_body_bytes",
+    env: "SKULK_MAX_BODY_BYTES",
+    schema: byteSize,
+    default: 1024 * 1024,
+  }),
+  /** A request body must arrive within this long of its headers (uploads: ten times this). */
+  bodyTimeout: setting({
+    key: "api.body_timeout_seconds",
+    env: "SKULK_BODY_TIMEOUT",
+    schema: seconds,
+    default: 30,
+  }),
+  maxConcurrentStreams: setting({
+    key: "api.max_concurrent_streams",
+    env: "SKULK_MAX_CONCURRENT_STREAMS",
+    schema: count,
+    default: 256,
+  }),
+  maxRealtimeSessions: setting({
+    key: "api.max_realtime_sessions",
+    env: "SKULK_MAX_REALTIME_SESSIONS",
+    schema: count,
+    default: 32,
+  }),
   dataDir: setting({
     key: "node.data_dir",
     flag: "dataDir",
@@ -103,6 +154,8 @@ export const SETTINGS = {
     schema: byteSize.nullable(),
     default: null,
   }),
+  /** Test-only routes (`POST /cluster/test_events`); the test harness sets it, nothing else should. */
+  testMode: setting({ key: "node.test_mode", env: "SKULK_TEST_MODE", schema: bool, default: false }),
   worker: setting({ key: "node.worker", flag: "worker", env: "SKULK_WORKER", schema: bool, default: true }),
   namespace: setting({
     key: "cluster.namespace",

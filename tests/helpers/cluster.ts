@@ -139,3 +139,23 @@ export function pidAlive(pid: number): boolean {
     return false;
   }
 }
+
+/** Places `card` on one node as a single-node instance and waits until its runner is ready; its runner id. */
+export async function placeOnNode(
+  node: { url: string; nodeId: string },
+  card: { modelId: string },
+  contextTokenLimit?: number,
+  timeoutMs?: number,
+): Promise<string> {
+  const instance = singleNodeInstance(node.nodeId, card, contextTokenLimit);
+  const res = await postInstance(node, instance);
+  if (res.status !== 200) throw new Error(`POST /instance answered ${res.status}: ${await res.text()}`);
+  const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+  await waitForState(
+    node.url,
+    (s) => runnerTag(s, runnerId) === "RunnerReady",
+    `${card.modelId} to be ready`,
+    timeoutMs,
+  );
+  return runnerId;
+}

@@ -118,7 +118,8 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   ];
   const child = new Deno.Command(opts.netns ? "ip" : DENO, {
     args: opts.netns ? ["netns", "exec", opts.netns, DENO, ...args] : args,
-    env: { SKULK_LOG_FORMAT: "json", SKULK_LOG_LEVEL: "debug", ...opts.env },
+    // Test mode serves the test-only routes (POST /cluster/test_events); a test can pass SKULK_TEST_MODE=0.
+    env: { SKULK_LOG_FORMAT: "json", SKULK_LOG_LEVEL: "debug", SKULK_TEST_MODE: "1", ...opts.env },
     cwd: opts.cwd,
     stdout: "piped",
     stderr: "piped",

@@ -14,6 +14,7 @@ import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { slotsOf } from "../slots.ts";
 
 const log = logger("openai");
 const DEFAULT_MAX_TOKENS = Number(
@@ -162,6 +163,8 @@ function streamResponse(
     done: () => boolean;
   },
   onError: (e: unknown) => string,
+  /** Frees the node's stream slot: called once the stream ends, fails or its client goes. */
+  release: () => void,
 ): Response {
   const enc = new TextEncoder();
   const reader = upstream.body!.getReader();
@@ -171,6 +174,7 @@ function streamResponse(
   const finish = () => {
     clearInterval(keepAlive);
     inflight.delete(commandId);
+    release();
   };
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -252,6 +256,8 @@ interface Generation {
   commandId: string;
   abort: AbortController;
   res: Response;
+  /** Frees the stream slot a streamed generation holds (a no-op otherwise). */
+  release: () => void;
 }
 
 /** Sends a generation to the engine under a fresh command id (cancellable through /v1/cancel). */
@@ -260,8 +266,10 @@ async function startGeneration(
   target: Target,
   baseUrl: string,
   path: string,
-  body: unknown,
+  body: Record<string, unknown>,
 ): Promise<Generation> {
+  // A stream takes its slot before the engine starts, so a full node refuses without spending work.
+  const release = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
   const commandId = crypto.randomUUID();
   const abort = new AbortController();
   inflight.set(commandId, abort);
@@ -270,13 +278,15 @@ async function startGeneration(
     res = await callEngine(baseUrl, path, body, abort);
   } catch (e) {
     inflight.delete(commandId);
+    release();
     throw new ApiError(503, engineFailure(ctx, target, e));
   }
   if (!res.ok) {
     inflight.delete(commandId);
+    release();
     throw await engineError(res);
   }
-  return { commandId, abort, res };
+  return { commandId, abort, res, release };
 }
 
 export const openaiRoutes = new Hono<ApiEnv>()
@@ -302,7 +312,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
     if (body.stream) req.stream_options = { include_usage: true };
-    const { commandId, abort, res } = await startGeneration(
+    const { commandId, abort, res, release } = await startGeneration(
       ctx,
       target,
       baseUrl,
@@ -311,13 +321,21 @@ export const openaiRoutes = new Hono<ApiEnv>()
     );
     if (body.stream) {
       const t = new ChatStreamTranslator(commandId, body.model);
-      return streamResponse(c, res, abort, commandId, {
-        head: () => t.head(),
-        push: (p) => t.push(p),
-        end: () => t.end(),
-        fail: (m) => t.fail(m),
-        done: () => t.done,
-      }, (e) => t.fail(engineFailure(ctx, target, e)));
+      return streamResponse(
+        c,
+        res,
+        abort,
+        commandId,
+        {
+          head: () => t.head(),
+          push: (p) => t.push(p),
+          end: () => t.end(),
+          fail: (m) => t.fail(m),
+          done: () => t.done,
+        },
+        (e) => t.fail(engineFailure(ctx, target, e)),
+        release,
+      );
     }
     try {
       const out = await res.json() as Record<string, unknown>;
@@ -342,7 +360,13 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const { baseUrl, target } = routed.local;
     admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const req = { ...body, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
-    const { commandId, abort, res } = await startGeneration(ctx, target, baseUrl, "/v1/completions", req);
+    const { commandId, abort, res, release } = await startGeneration(
+      ctx,
+      target,
+      baseUrl,
+      "/v1/completions",
+      req,
+    );
     if (body.stream) {
       let done = false;
       const rewrite = (p: string) => {
@@ -364,13 +388,21 @@ export const openaiRoutes = new Hono<ApiEnv>()
           `data: ${
             JSON.stringify({ error: { message: m, type: "ServiceUnavailable", param: null, code: 503 } })
           }\n\ndata: [DONE]\n\n`));
-      return streamResponse(c, res, abort, commandId, {
-        head: () => `: command_id ${commandId}\n\n`,
-        push: rewrite,
-        end: () => (done ? "" : (done = true, "data: [DONE]\n\n")),
-        fail,
-        done: () => done,
-      }, (e) => fail(engineFailure(ctx, target, e)));
+      return streamResponse(
+        c,
+        res,
+        abort,
+        commandId,
+        {
+          head: () => `: command_id ${commandId}\n\n`,
+          push: rewrite,
+          end: () => (done ? "" : (done = true, "data: [DONE]\n\n")),
+          fail,
+          done: () => done,
+        },
+        (e) => fail(engineFailure(ctx, target, e)),
+        release,
+      );
     }
     inflight.delete(commandId);
     const out = await res.json() as Record<string, unknown>;

@@ -40,7 +40,7 @@ describe({
 describe({
   method: "post",
   path: "/cluster/test_events",
-  summary: "Submit no-op TestEvents through this node: probes the control plane end to end",
+  summary: "Test mode only (SKULK_TEST_MODE, else 404): submit no-op TestEvents through this node",
   tag: "cluster",
   query: { count: "how many (1-1000, default 1)" },
 });
@@ -105,6 +105,10 @@ export const peerRoutes = new Hono<ApiEnv>()
     );
   })
   .post("/cluster/test_events", async (c) => {
+    // Anyone could fill the event log through it, so it exists only where the test harness asks for it.
+    if (!c.var.node.config.testMode) {
+      throw notFound("POST /cluster/test_events is served only by nodes in test mode (SKULK_TEST_MODE)");
+    }
     const count = Number(c.req.query("count") ?? 1);
     if (!Number.isInteger(count) || count < 1 || count > 1000) {
       throw badRequest("count must be an integer from 1 to 1000", "count");

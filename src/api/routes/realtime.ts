@@ -11,9 +11,11 @@ import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
+import type { LocalRunner } from "../../worker/worker.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { slotsOf } from "../slots.ts";
 import { queryModel } from "./audio.ts";
 
 const log = logger("realtime");
@@ -48,8 +50,24 @@ realtimeRoutes.get("/v1/realtime", (c) => {
   if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
     throw new ApiError(426, "this route is a WebSocket: connect with an Upgrade: websocket request");
   }
-  if ("remote" in route) return proxyRealtime(c, route.remote, model);
-  const runner = route.local;
+  // A session holds a slot from the upgrade until its socket closes, here or proxied to another node.
+  const release = slotsOf(c.var.node).realtime.take();
+  try {
+    return "remote" in route
+      ? proxyRealtime(c, route.remote, model, release)
+      : localSession(c, route.local, model, release);
+  } catch (e) {
+    release();
+    throw e;
+  }
+});
+
+function localSession(
+  c: Context<ApiEnv>,
+  runner: LocalRunner,
+  model: string,
+  release: () => void,
+): Response {
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
   // Idle means no event either way: a session waiting on a long transcription is not idle.
   let idle: ReturnType<typeof setTimeout> | undefined;
@@ -106,16 +124,17 @@ realtimeRoutes.get("/v1/realtime", (c) => {
     session.handle(e.data);
   };
   socket.onclose = () => {
+    release();
     clearTimeout(idle);
     session.shutdown();
   };
   socket.onerror = (e) =>
     log.debug("realtime socket error: {e}", { e: String((e as ErrorEvent).message ?? e) });
   return response;
-});
+}
 
 /** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
-function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Response {
+function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string, release: () => void): Response {
   if (c.req.query("forwarded_by")) {
     throw new ApiError(
       503,
@@ -143,6 +162,9 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
   socket.onmessage = (
     e,
   ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
-  socket.onclose = () => upstream.readyState <= WebSocket.OPEN && upstream.close();
+  socket.onclose = () => {
+    release();
+    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
+  };
   return response;
 }
