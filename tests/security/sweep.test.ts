@@ -257,11 +257,9 @@ function replaced(body: Json, path: (string | number)[], rawValue: string): stri
   return JSON.stringify(copy).replace(JSON.stringify(marker), rawValue);
 }
 
+/** What a well-formed request to each route looks like on this node; the probes vary one part of it. */
 interface Context {
-  nodeId: string;
-  instanceId: string;
-  /** The placed instance as /state shows it, re-sent to POST /instance (its id already exists). */
-  instance: Json;
+  /** By route; POST /instance re-sends the placed instance as /state shows it (its id already exists). */
   goodBodies: Record<string, Json>;
   goodParams: Record<string, string>;
   goodQuery: Record<string, string>;
@@ -493,9 +491,6 @@ describe("security sweep over every route of /api/openapi.json", () => {
     const instance = state.instances[instance_id];
     const shard = Object.values(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
     ctx = {
-      nodeId: node.nodeId,
-      instanceId: instance_id,
-      instance,
       goodParams: {
         node_id: node.nodeId,
         model_id: MODEL,
