@@ -18,6 +18,8 @@ const HANG_MS = 10_000;
 const MAX_REQUESTS = 2500;
 const PER_ROUTE = 200;
 const CONCURRENCY = 6;
+/** Routes that reach the engine (llama-server generates one request at a time). */
+const ENGINE_ROUTES = new Set(["POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings"]);
 /** Routes that would stop the node if they succeeded: listed as skipped, never sent. */
 const SKIPPED = new Set(["POST /admin/restart", "POST /shutdown", "POST /admin/shutdown"]);
 
@@ -572,24 +574,32 @@ describe("security sweep over every route of /api/openapi.json", () => {
         ),
       ];
     }
-    // Deletions go last, so they cannot remove what the other probes reach for.
-    probes.sort((a, b) => Number(a.method === "DELETE") - Number(b.method === "DELETE"));
 
     const outcomes: Outcome[] = [];
     const t0 = performance.now();
-    let next = 0;
-    const worker = async () => {
-      while (next < probes.length) {
-        const probe = probes[next++];
-        const r = await rawRequest(node.port, probe, HANG_MS);
-        outcomes.push(
-          r.kind === "response"
-            ? { probe, status: r.status, ms: r.ms, detail: r.body.slice(0, 300) }
-            : { probe, status: r.kind, ms: r.ms, detail: r.kind === "error" ? r.message : "" },
-        );
-      }
+    const send = async (list: Probe[], workers: number) => {
+      let next = 0;
+      await Promise.all(Array.from({ length: workers }, async () => {
+        while (next < list.length) {
+          const probe = list[next++];
+          const r = await rawRequest(node.port, probe, HANG_MS);
+          outcomes.push(
+            r.kind === "response"
+              ? { probe, status: r.status, ms: r.ms, detail: r.body.slice(0, 300) }
+              : { probe, status: r.kind, ms: r.ms, detail: r.kind === "error" ? r.message : "" },
+          );
+        }
+      }));
     };
-    await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+    // The engine serves one generation at a time: its requests go one by one, so a wait in its queue on a
+    // busy machine is not taken for a hang. Deletions go last, so they cannot remove what the others reach for.
+    const deletions = probes.filter((p) => p.method === "DELETE");
+    const rest = probes.filter((p) => p.method !== "DELETE");
+    await Promise.all([
+      send(rest.filter((p) => ENGINE_ROUTES.has(p.route)), 1),
+      send(rest.filter((p) => !ENGINE_ROUTES.has(p.route)), CONCURRENCY - 1),
+    ]);
+    await send(deletions, CONCURRENCY);
     const seconds = Math.round((performance.now() - t0) / 100) / 10;
 
     const counts = { "2xx": 0, "3xx": 0, "4xx": 0, "5xx": 0, hang: 0, error: 0 };
