@@ -34,7 +34,7 @@ interface Probe {
   body?: string | Uint8Array;
   /** What was sent, for the failure message. */
   what: string;
-  /** Statuses this probe must get (checked only where a rule says so: no key, unsigned peer). */
+  /** Statuses this probe must get, where set: no or wrong key (401), unsigned peer (403), unlisted method (404). */
   expect?: number[];
   /** An id that names a place outside its root (traversal, absolute, NUL, over-long): any 2xx is a failure. */
   refuse?: boolean;
