@@ -15,8 +15,8 @@ const MODEL = "unsloth/Llama-3.2-1B-Instruct-GGUF";
 const FILE = "Llama-3.2-1B-Instruct-Q4_K_M.gguf";
 const HANG_MS = 10_000;
 /** The cross product is sampled down to about this many requests (a seeded choice: a failure reproduces). */
-const MAX_REQUESTS = 2500;
-const PER_ROUTE = 200;
+const MAX_REQUESTS = 3000;
+const PER_ROUTE = 400;
 const CONCURRENCY = 6;
 /** Routes that reach the engine (llama-server generates one request at a time). */
 const ENGINE_ROUTES = new Set(["POST /v1/chat/completions", "POST /v1/completions", "POST /v1/embeddings"]);
