@@ -95,9 +95,11 @@ export async function readJsonWithRaw<S extends z.ZodType>(
   if (raw.trim() === "") throw badRequest("request body is empty; send a JSON object");
   let json: unknown;
   try {
-    json = JSON.parse(raw);
+    json = parseJsonBody(raw);
   } catch (e) {
-    throw badRequest(`request body is not valid JSON: ${(e as Error).message}`);
+    throw badRequest(
+      e instanceof JsonBodyError ? e.message : `request body is not valid JSON: ${(e as Error).message}`,
+    );
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
@@ -105,4 +107,33 @@ export async function readJsonWithRaw<S extends z.ZodType>(
     throw new ApiError(400, `invalid request: ${message}`, { param, type: "invalid_request_error" });
   }
   return { raw, body: parsed.data };
+}
+
+/**
+ * The deepest nesting a JSON body may have. Real requests (chat with tool schemas) stay far below it; code past
+ * the boundary that recurses (YAML writing, structuredClone) overflows its stack on a body nested ~10k deep.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+export class JsonBodyError extends Error {
+  override name = "JsonBodyError";
+}
+
+/** JSON.parse that first refuses nesting deeper than MAX_JSON_DEPTH (a scan of the text, which cannot overflow). */
+export function parseJsonBody(text: string): unknown {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // backslash: the next character is escaped
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > MAX_JSON_DEPTH) {
+        throw new JsonBodyError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+      }
+    } else if (ch === 0x5d || ch === 0x7d) depth--;
+  }
+  return JSON.parse(text);
 }
