@@ -8,7 +8,7 @@ import { HTTPException } from "hono/http-exception";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import type { ApiEnv } from "./env.ts";
-import { ApiError, envelope, errorResponse } from "./errors.ts";
+import { ApiError, envelope, errorResponse, fromDomain } from "./errors.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
@@ -92,6 +92,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   );
   app.onError((err, c) => {
     if (err instanceof ApiError) return errorResponse(c, err);
+    const mapped = fromDomain(err);
+    if (mapped) return errorResponse(c, mapped);
     if (err instanceof HTTPException) {
       return c.json(envelope(err.status, err.message || "request refused"), err.status);
     }

@@ -5,6 +5,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { NoQuorum } from "../cluster/commit.ts";
 
 const REASONS: Record<number, string> = {
   400: "Bad Request",
@@ -38,6 +39,17 @@ export const badRequest = (message: string, param?: string) =>
 export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unavailable = (message: string) => new ApiError(503, message);
+
+/**
+ * Domain errors that leave as HTTP: an event no majority of the voting nodes took in time was not
+ * acknowledged, so the client may retry (the same request, or through another node).
+ */
+export function fromDomain(err: unknown): ApiError | null {
+  if (err instanceof NoQuorum) {
+    return new ApiError(503, err.message, { type: "service_unavailable", code: "no_quorum", retryAfter: 1 });
+  }
+  return null;
+}
 
 export interface ErrorEnvelope {
   error: { message: string; type: string; param: string | null; code: number | string };

@@ -5,7 +5,16 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { liveOwner } from "../../src/node/lock.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
-import { eventIds, json, oneMaster, sameLog, signedPost, view, waitFor } from "../helpers/multinode.ts";
+import {
+  allVoters,
+  eventIds,
+  json,
+  oneMaster,
+  sameLog,
+  signedPost,
+  view,
+  waitFor,
+} from "../helpers/multinode.ts";
 
 const running: Daemon[] = [];
 afterEach(async () => {
@@ -54,19 +63,27 @@ describe("cluster over loopback", () => {
     }
   });
 
-  it("elects a new master when the master is killed, keeps the log, and takes the old master back as a follower", async () => {
+  it("elects a new master when the master is killed, keeps the log, and takes the old master back as a follower", async ({ onTestFailed }) => {
     const a = await node();
     const b = await node(peerOf(a));
     const c = await node(peerOf(a));
     const all = [a, b, c];
+    // Requests caught in the failover fail fast with a retryable 503, then succeed once a master is elected.
+    const statuses: string[] = [];
+    onTestFailed(() => {
+      for (const d of all) {
+        const lines = d.log().split("\n").filter((l) => /skulk\.cluster|master|majority/.test(l));
+        console.error(`--- ${d.nodeId}\n${lines.slice(-40).join("\n")}`);
+      }
+      console.error(statuses.slice(0, 5).join("\n"), statuses.slice(-5).join("\n"));
+    });
     const first = await oneMaster(all.map((d) => d.url));
+    await allVoters(all.map((d) => d.url));
     await submit(all.find((d) => d.nodeId !== first)!, 3);
     const before = await sameLog(all.map((d) => d.url));
     const old = all.find((d) => d.nodeId === first)!;
     await old.kill();
     const survivors = all.filter((d) => d !== old);
-    // Requests caught in the failover fail fast with a retryable 503, then succeed once a master is elected.
-    const statuses: string[] = [];
     await waitFor(
       "a submission accepted after the failover",
       async () => {
@@ -87,7 +104,8 @@ describe("cluster over loopback", () => {
     expect(second).not.toBe(first);
     const { submitted } = await submit(survivors[1], 2);
     const after = await sameLog(survivors.map((d) => d.url));
-    expect(after).toBe(before + 3);
+    // One probe, two submissions, and the new master's MasterElected (indexed first in its session).
+    expect(after).toBe(before + 4);
 
     const back = await node(["--api-port", String(old.port), ...peerOf(survivors[0])], {}, old.dataDir);
     expect(back.nodeId).toBe(old.nodeId);
