@@ -79,13 +79,15 @@ const follows = (s: NodeStatus, claim: NodeStatus) =>
 /**
  * A claim this node may follow: its own or the one it follows, one whose log is at least as up to date (so following it never
  * drops an event this node holds that may be committed), or one from outside this node's voting set (two
- * clusters meeting: formation, or a node that was voted out coming back; the claim order decides).
+ * clusters meeting: formation, or a node that was voted out coming back; the claim order decides), or a
+ * forced master's.
  */
 function eligible(i: ElectionInput, claim: NodeStatus): boolean {
   // The session this node already follows stays eligible: the master's gossiped log position lags the
   // pushes its followers have applied, and a vote is not taken back within a session (Raft's term).
   const current = i.self.session?.master === claim.nodeId && i.self.session.clock === claim.session!.clock;
-  return current || upToDate(claim, i.self) || !i.voters.includes(claim.nodeId);
+  // A forced master is followed whatever its log: the operator chose it over that safety.
+  return current || claim.forceMaster || upToDate(claim, i.self) || !i.voters.includes(claim.nodeId);
 }
 
 export function decide(i: ElectionInput): Decision {

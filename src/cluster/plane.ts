@@ -312,6 +312,13 @@ export class ClusterNode {
       this.session = d.session;
       this.#masterlessSince = null;
       this.#needsSync = true;
+      // Tell the new master now that we back it (its majority), rather than at our next round.
+      const addr = this.addressOf(d.session.master);
+      this.gossipState.offerStatus(this.selfStatus(now), now);
+      if (addr && !this.#inFlight.has(addr)) {
+        this.#inFlight.add(addr);
+        this.exchange(addr).finally(() => this.#inFlight.delete(addr));
+      }
     } else if (d.kind === "wait" && this.session && this.role === "follower") {
       log.info("master {master} is silent; electing a new one", { master: this.session.master });
       this.session = null;
@@ -559,7 +566,12 @@ export class ClusterNode {
   handle(): ClusterHandle {
     return {
       verify: this.deps.verify,
-      gossip: (m) => this.gossipState.gossipReply(m, Date.now()),
+      gossip: (m) => {
+        const reply = this.gossipState.gossipReply(m, Date.now());
+        // A candidate learns here that a follower now backs it: act at once, not at the next round.
+        if (this.role === "candidate") this.#judgeMajority(Date.now());
+        return reply;
+      },
       submit: (event) => this.indexCommitted(event),
       awaitCommit: (idx) => this.awaitCommit(idx),
       sync: (req) => {

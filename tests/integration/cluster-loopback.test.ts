@@ -106,6 +106,11 @@ describe("cluster over loopback", () => {
     const after = await sameLog(survivors.map((d) => d.url));
     // One probe, two submissions, and the new master's MasterElected (indexed first in its session).
     expect(after).toBe(before + 4);
+    // Acknowledged with 2 of the 3 voters holding it: the dead master is still a voter.
+    const mv = await view(survivors.find((d) => d.nodeId === second)!.url);
+    expect(mv.voters).toHaveLength(3);
+    expect(mv.voters).toContain(old.nodeId);
+    expect(mv.commitIdx).toBeGreaterThanOrEqual(after);
 
     const back = await node(["--api-port", String(old.port), ...peerOf(survivors[0])], {}, old.dataDir);
     expect(back.nodeId).toBe(old.nodeId);

@@ -120,6 +120,15 @@ describe("election", () => {
       want: "follow b/3",
     },
     {
+      name: "a forced master is followed even when its log is behind (force-master trades that safety)",
+      self: follow("c", "b", 3, { lastTerm: 3, lastIdx: 20 }),
+      others: [
+        lead("b", 3, { lastTerm: 3, lastIdx: 20 }),
+        lead("f", 1, { forceMaster: true, lastTerm: 1, lastIdx: 4 }),
+      ],
+      want: "follow f/1",
+    },
+    {
       name: "a claim from outside the voting set (two clusters forming one) is judged by the claim order",
       self: lead("b", 0, { lastIdx: 1, startedAt: 2000 }),
       others: [lead("a", 0, { lastIdx: 5 })],
