@@ -132,6 +132,8 @@ export class ClusterNode {
   #stopped = false;
   /** This node leads a session that a majority of the voting nodes follow (or it is a forced master). */
   #established = false;
+  /** The session clock in which this node last indexed MasterElected. */
+  #electedIn: number | null = null;
   readonly #commit: CommitTracker;
   /** Voting membership changes one at a time, each committed before the next (Raft's single-server rule). */
   #changing: Promise<void> | null = null;
@@ -180,7 +182,8 @@ export class ClusterNode {
       }
     });
     ctx.log.onReset(() => (this.#lastId = ctx.log.lastEventId));
-    ctx.masterNodeId = () => this.session?.master ?? ctx.nodeId;
+    ctx.masterNodeId =
+      () => (this.role === "master" || this.role === "follower" ? this.session!.master : null);
     ctx.submit = async (event) => {
       await this.submitAnywhere(event);
     };
@@ -331,7 +334,11 @@ export class ClusterNode {
   /** Acts as master only while a majority of the voting nodes back this node's claim. */
   #judgeMajority(now: number): void {
     const self = this.selfStatus(now);
-    const fresh = [self, ...this.#freshOthers(now)];
+    // Backing is judged over the election timeout to become master, and twice that to stay one, so a
+    // follower delayed by a busy machine does not make the master flap. Staying longer is safe: commits
+    // count followers' answers, and a follower answers only the master it follows.
+    const window = this.#established ? 2 * this.t.electionTimeoutMs : this.t.electionTimeoutMs;
+    const fresh = [self, ...this.#freshOthers(now, window)];
     const holds = this.session?.master === this.ctx.nodeId && holdsMajority(self, fresh, this.voters());
     if (holds === this.#established) return;
     this.#established = holds;
@@ -343,10 +350,13 @@ export class ClusterNode {
       this.#timingOut.clear();
       this.#commit.reset();
       // Indexed first in the session, so a node holding an uncommitted tail from an older session sees
-      // this log as newer and follows it (see election.ts, upToDate).
-      this.#appendQuietly(
-        makeEvent("MasterElected", { nodeId: this.ctx.nodeId, clock: this.session!.clock }),
-      );
+      // this log as newer and follows it (see election.ts, upToDate). Once per session is enough.
+      if (this.#electedIn !== this.session!.clock) {
+        this.#electedIn = this.session!.clock;
+        this.#appendQuietly(
+          makeEvent("MasterElected", { nodeId: this.ctx.nodeId, clock: this.session!.clock }),
+        );
+      }
       if (!(this.ctx.log.state.voters ?? []).includes(this.ctx.nodeId)) {
         this.#changeMembership(makeEvent("NodeJoined", { nodeId: this.ctx.nodeId }));
       }
@@ -357,8 +367,8 @@ export class ClusterNode {
     }
   }
 
-  #freshOthers(now: number): NodeStatus[] {
-    return this.gossipState.fresh(now, this.t.electionTimeoutMs).filter((s) => s.nodeId !== this.ctx.nodeId);
+  #freshOthers(now: number, windowMs = this.t.electionTimeoutMs): NodeStatus[] {
+    return this.gossipState.fresh(now, windowMs).filter((s) => s.nodeId !== this.ctx.nodeId);
   }
 
   /** Why this node cannot commit: how many voters it hears, of how many, and how many it needs. */
@@ -408,7 +418,8 @@ export class ClusterNode {
   #admitFollowers(now: number): void {
     const voters = this.voters();
     for (const s of this.#followers(now)) {
-      if (voters.includes(s.nodeId) || this.#commit.heldBy(s.nodeId) < this.#commit.index) continue;
+      const held = this.#commit.heldBy(s.nodeId);
+      if (voters.includes(s.nodeId) || held < 0 || held < this.#commit.index) continue;
       log.info("node {nodeId} follows and has caught up: indexing it as a voter", { nodeId: s.nodeId });
       this.#changeMembership(makeEvent("NodeJoined", { nodeId: s.nodeId }));
       return;
