@@ -122,6 +122,41 @@ describe("cluster over loopback", () => {
     for (const id of submitted) expect(ids).toContain(id);
   });
 
+  it("with two voters, the survivor of a kill -9 acknowledges nothing, unless it is a forced master", async () => {
+    const probe = async (d: Daemon) => {
+      const res = await fetch(`${d.url}/cluster/test_events`, { method: "POST" });
+      const body = await res.json();
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), body };
+    };
+    // Plain pair: no majority is left, so the survivor answers retryable 503s naming the missing majority.
+    const a = await node();
+    const b = await node(peerOf(a));
+    await oneMaster([a.url, b.url]);
+    await allVoters([a.url, b.url]);
+    expect((await probe(b)).status).toBe(200);
+    await b.kill();
+    const refused = await waitFor("the survivor refusing writes", async () => {
+      const r = await probe(a);
+      return r.status === 503 && r.body.error.code === "no_quorum" ? r : null;
+    }, 20_000);
+    expect(refused.retryAfter).toBe("1");
+    expect(refused.body.error.message).toMatch(
+      /no majority of the voting nodes .*\(1 of 2 heard, 2 needed\)/,
+    );
+    expect((await view(a.url)).role).toBe("candidate");
+
+    // A forced master keeps acknowledging on its own: the trade --force-master makes explicitly.
+    const f = await node(["--force-master"]);
+    const g = await node(peerOf(f));
+    expect(await oneMaster([f.url, g.url])).toBe(f.nodeId);
+    await allVoters([f.url, g.url]);
+    await g.kill();
+    await new Promise((r) => setTimeout(r, 4000)); // past the time a plain master steps down
+    const alone = await probe(f);
+    expect(alone.status).toBe(200);
+    expect((await view(f.url)).role).toBe("master");
+  });
+
   it("refuses a peer with the wrong key, namespace or version, and both sides say why", async () => {
     const a = await node([], { SKULK_CLUSTER_SECRET: "the-right-secret" });
     const wrongKey = await node(peerOf(a), { SKULK_CLUSTER_SECRET: "another-secret" });
