@@ -164,8 +164,6 @@ export class ClusterNode {
     this.#maxClock = row ? Number(row.value) : 0;
     // Every node starts as its own master and converges with whoever it finds.
     await this.#lead({ master: ctx.nodeId, clock: this.#maxClock }, Date.now());
-    // A one-node cluster (or a forced master) backs its own claim at once.
-    this.#judgeMajority(Date.now());
     ctx.log.onApplied((ie) => {
       const prev = this.#lastId;
       this.#lastId = ctx.log.lastEventId;
@@ -182,6 +180,9 @@ export class ClusterNode {
       }
     });
     ctx.log.onReset(() => (this.#lastId = ctx.log.lastEventId));
+    // A one-node cluster (or a forced master) backs its own claim at once (after the listeners above, which
+    // push and count what it then indexes).
+    this.#judgeMajority(Date.now());
     ctx.masterNodeId =
       () => (this.role === "master" || this.role === "follower" ? this.session!.master : null);
     ctx.submit = async (event) => {

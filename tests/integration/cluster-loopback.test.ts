@@ -143,7 +143,15 @@ describe("cluster over loopback", () => {
     expect(refused.body.error.message).toMatch(
       /no majority of the voting nodes .*\(1 of 2 heard, 2 needed\)/,
     );
-    expect((await view(a.url)).role).toBe("candidate");
+    // Within twice the election timeout it stops acting as master; then it refuses at once.
+    await waitFor(
+      "the survivor no longer acting as master",
+      async () => (await view(a.url)).role === "candidate",
+      10_000,
+    );
+    const t0 = Date.now();
+    expect((await probe(a)).body.error.code).toBe("no_quorum");
+    expect(Date.now() - t0).toBeLessThan(2500); // refused at once, not after the 3 s commit timeout
 
     // A forced master keeps acknowledging on its own: the trade --force-master makes explicitly.
     const f = await node(["--force-master"]);
