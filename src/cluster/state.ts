@@ -110,10 +110,12 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
         [id],
       ) => id);
       const next = deleteInstances(state, touching);
+      // The last voter stays: an empty list would make every node a cluster of one (see votersOf).
+      const rest = votersIn(state).filter((v) => v !== nodeId);
       return {
         ...next,
         downloads: withoutKeys(next.downloads, [nodeId]),
-        voters: votersIn(state).filter((v) => v !== nodeId),
+        voters: rest.length > 0 ? rest : votersIn(state),
       };
     }
     case "NodeJoined": {

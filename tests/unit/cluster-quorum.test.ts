@@ -154,6 +154,9 @@ describe("the voting set in the replicated state", () => {
     // Every node folds the same events, so a node cut off cannot count a smaller majority than the others.
     expect(votersOf(s, "b")).toEqual(["a", "b", "m"]);
     expect(votersOf(fold([makeEvent("NodeTimedOut", { nodeId: "b" })], s), "m")).toEqual(["a", "m"]);
+    // The last voter is never removed: an empty list would make every node a cluster of one.
+    const lone = fold([makeEvent("NodeJoined", { nodeId: "x" })]);
+    expect(votersOf(fold([makeEvent("NodeTimedOut", { nodeId: "x" })], lone), "y")).toEqual(["x"]);
   });
 
   it("a voter the master never heard from is timed out like any silent node", () => {
