@@ -5,6 +5,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { NoQuorum } from "../cluster/commit.ts";
 import { UntrustedInputError } from "../security/ids.ts";
 
 const REASONS: Record<number, string> = {
@@ -42,11 +43,18 @@ export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unavailable = (message: string) => new ApiError(503, message);
 
-/** The HTTP form of an error a handler let through: ApiErrors as they are, domain refusals of input as 400s. */
+/**
+ * The HTTP form of an error a handler let through: ApiErrors as they are, domain refusals of input as 400s, and
+ * an event no majority of the voting nodes took in time as a retryable 503 (it was not acknowledged, so the
+ * client may retry, through this node or another).
+ */
 export function toApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return err;
   if (err instanceof UntrustedInputError) {
     return new ApiError(400, err.message, { param: err.field, type: "invalid_request_error" });
+  }
+  if (err instanceof NoQuorum) {
+    return new ApiError(503, err.message, { type: "service_unavailable", code: "no_quorum", retryAfter: 1 });
   }
   return null;
 }

@@ -25,6 +25,13 @@ export const EventSchema = z.union([
   ),
   tagged("NodeDownloadProgress", z.object({ eventId, downloadProgress: DownloadProgressSchema }).strict()),
   tagged("NodeTimedOut", z.object({ eventId, nodeId: z.string() }).strict()),
+  /** Ours: a node became a voting member (the master indexes it once the node follows and has caught up). */
+  tagged("NodeJoined", z.object({ eventId, nodeId: z.string() }).strict()),
+  /**
+   * Ours: a master won a majority and indexes this first in its session, so the nodes it beat see a log
+   * that is newer than any uncommitted tail they hold and follow it (the election compares last sessions).
+   */
+  tagged("MasterElected", z.object({ eventId, nodeId: z.string(), clock: z.number().int() }).strict()),
   tagged("TracingStateChanged", z.object({ eventId, enabled: z.boolean() }).strict()),
   tagged(
     "CustomModelCardAdded",

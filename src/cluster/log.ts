@@ -28,9 +28,15 @@ export interface Snapshot {
 
 export const eventIdOf = (e: Event): string => (Object.values(e)[0] as { eventId: string }).eventId;
 
+/** The election clock of a session label `<master>/<clock>`: what orders sessions (Raft's term). */
+export const clockOfSession = (session: string | null): number =>
+  session === null ? -1 : Number(session.slice(session.lastIndexOf("/") + 1)) || 0;
+
 export class EventLog {
   #state: ClusterState = emptyState();
   #lastEventId: string | null = null;
+  /** The session that indexed the last event held: with the index, how up to date this log is. */
+  #lastSession: string | null = null;
   #listeners: EventListener[] = [];
   #resetListeners: ((state: ClusterState) => void)[] = [];
   // Appends are serialised so indices are dense even when callers race.
@@ -44,6 +50,11 @@ export class EventLog {
 
   get lastEventId(): string | null {
     return this.#lastEventId;
+  }
+
+  /** The election clock of the session that indexed this log's last event (-1 for an empty log). */
+  get lastTerm(): number {
+    return clockOfSession(this.#lastSession);
   }
 
   get currentSession(): string {
@@ -70,13 +81,16 @@ export class EventLog {
     const rows = await this.db.select().from(events).where(gt(events.idx, floor)).orderBy(asc(events.idx));
     let s = snap?.state ?? emptyState();
     let last = snap?.eventId ?? null;
+    let lastSession = snap && snap.idx >= 0 ? snap.session : null;
     for (const r of rows) {
       const event = EventSchema.parse(JSON.parse(r.payload));
       s = apply(s, { idx: r.idx, session: r.session, event });
       last = eventIdOf(event);
+      lastSession = r.session;
     }
     this.#state = s;
     this.#lastEventId = last;
+    this.#lastSession = lastSession;
     return rows.length;
   }
 
@@ -99,6 +113,7 @@ export class EventLog {
       await this.#saveSnapshot(snap);
       this.#state = snap.state;
       this.#lastEventId = snap.eventId;
+      this.#lastSession = snap.idx >= 0 ? snap.session : null;
       for (const l of this.#resetListeners) l(snap.state);
     });
   }
@@ -121,6 +136,7 @@ export class EventLog {
     });
     this.#state = after;
     this.#lastEventId = eventIdOf(ie.event);
+    this.#lastSession = ie.session;
     if ((ie.idx + 1) % SNAPSHOT_EVERY === 0) {
       await this.#saveSnapshot({
         idx: ie.idx,

@@ -14,6 +14,11 @@ export interface ClusterState {
   downloads: Record<string, DownloadProgress[]>;
   tasks: Record<string, unknown>;
   tracingEnabled: boolean;
+  /**
+   * The voting members, replicated like everything else so that every node counts the same majority: a
+   * node cut off from the others cannot shrink it. Absent in snapshots older than voting (read via `votersOf`).
+   */
+  voters?: string[];
   lastEventAppliedIdx: number;
 }
 
@@ -24,6 +29,7 @@ export function emptyState(): ClusterState {
     downloads: {},
     tasks: {},
     tracingEnabled: false,
+    voters: [],
     lastEventAppliedIdx: -1,
   };
 }
@@ -56,6 +62,17 @@ function deleteInstances(state: ClusterState, ids: string[]): ClusterState {
     instances: withoutKeys(state.instances, ids),
     runners: withoutKeys(state.runners, runners),
   };
+}
+
+const votersIn = (state: ClusterState): string[] => state.voters ?? [];
+
+/**
+ * The nodes whose majority commits and elects. A node that has joined nothing yet (a fresh data dir) is
+ * a cluster of one: its own majority.
+ */
+export function votersOf(state: ClusterState, self: string): string[] {
+  const v = votersIn(state);
+  return v.length > 0 ? v : [self];
 }
 
 /** Applies one event's effect, without index bookkeeping. */
@@ -93,7 +110,18 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
         [id],
       ) => id);
       const next = deleteInstances(state, touching);
-      return { ...next, downloads: withoutKeys(next.downloads, [nodeId]) };
+      // The last voter stays: an empty list would make every node a cluster of one (see votersOf).
+      const rest = votersIn(state).filter((v) => v !== nodeId);
+      return {
+        ...next,
+        downloads: withoutKeys(next.downloads, [nodeId]),
+        voters: rest.length > 0 ? rest : votersIn(state),
+      };
+    }
+    case "NodeJoined": {
+      const { nodeId } = (event as Extract<Event, { NodeJoined: unknown }>).NodeJoined;
+      const voters = votersIn(state);
+      return voters.includes(nodeId) ? state : { ...state, voters: [...voters, nodeId].sort() };
     }
     case "TracingStateChanged":
       return {
@@ -103,6 +131,7 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
       };
     case "CustomModelCardAdded":
     case "CustomModelCardDeleted":
+    case "MasterElected":
     case "TestEvent":
       return state;
   }

@@ -192,6 +192,13 @@ export const SETTINGS = {
     schema: seconds,
     default: 30,
   }),
+  /** How long the master waits for a majority to hold an event before answering a retryable 503. */
+  commitTimeout: setting({
+    key: "cluster.commit_timeout_seconds",
+    env: "SKULK_COMMIT_TIMEOUT",
+    schema: seconds,
+    default: 3,
+  }),
   logLevel: setting({
     key: "logging.level",
     flag: "logLevel",

@@ -23,8 +23,11 @@ export interface NodeContext {
   telemetry: TelemetryView;
   catalog: Catalog;
   startedAt: number;
-  /** The master's node id as this node knows it. */
-  masterNodeId(): string;
+  /**
+   * The master's node id as this node knows it: null while it knows none, and while it only claims the role
+   * without a majority of the voting nodes behind it (it then indexes nothing, so it must not act as master).
+   */
+  masterNodeId(): string | null;
   /**
    * Hands an event to the master to be indexed (locally when this node is the master, over HTTP
    * otherwise). Every plane emits events through here, never through `log.append` directly.
