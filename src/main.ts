@@ -4,6 +4,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { registerCards } from "./cli/cards.ts";
+import { registerCluster } from "./cli/cluster.ts";
 import { CliError } from "./cli/common.ts";
 import { registerDev } from "./cli/dev.ts";
 import { registerEngine } from "./cli/engine.ts";
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerDev(program);
   registerNode(program);
   registerCards(program);
+  registerCluster(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")

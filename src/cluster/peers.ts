@@ -1,6 +1,6 @@
 /**
- * Authenticated HTTP between nodes: every peer request carries an HMAC-SHA256 over method, path, time,
- * sender and body under the cluster key, plus version and namespace headers; refusals name the reason.
+ * Authenticated HTTP between nodes: every peer request carries an HMAC-SHA256 over method, path, time, nonce,
+ * sender and body under the cluster key, plus version and namespace headers; refusals name the reason class only.
  */
 import { logger } from "../log/mod.ts";
 import { VERSION } from "../version.ts";
@@ -11,11 +11,20 @@ const enc = new TextEncoder();
 /** Peer requests older or newer than this (ms) are refused; within it a signature is accepted once. */
 export const REPLAY_WINDOW_MS = 30_000;
 
+/**
+ * Largest peer request body (bytes), refused by Content-Length before any byte is read and capped while
+ * streaming. The largest legitimate one is an event carrying a custom model card (its client body is held
+ * to the API's JSON limit) or a gossip round of 24 readings and 256 statuses, both far below this; the
+ * measurement is in docs/cluster.md.
+ */
+export const PEER_BODY_LIMIT = 4 * 1024 * 1024;
+
 export const H = {
   node: "x-skulk-node",
   version: "x-skulk-version",
   namespace: "x-skulk-namespace",
   time: "x-skulk-time",
+  nonce: "x-skulk-nonce",
   signature: "x-skulk-signature",
   refusal: "x-skulk-refusal",
 } as const;
@@ -28,7 +37,11 @@ export interface PeerIdentity {
   version: string;
 }
 
-/** The key bytes: the secret when set, else derived from the namespace so a LAN cluster forms unconfigured. */
+/**
+ * The key bytes: the secret when there is one (set, generated or joined: cluster/secret.ts), else derived
+ * from the namespace so a LAN cluster forms unconfigured. The derived key is public (mDNS announces the
+ * namespace): that mode trusts everyone on the LAN, which is why a node with an API key never uses it.
+ */
 export async function clusterKey(secret: string | null, namespace: string): Promise<CryptoKey> {
   const raw = secret
     ? enc.encode(secret)
@@ -40,10 +53,11 @@ function canonical(
   method: string,
   path: string,
   time: string,
+  nonce: string,
   nodeId: string,
   body: Uint8Array,
 ): Uint8Array<ArrayBuffer> {
-  const head = enc.encode(`${method.toUpperCase()}\n${path}\n${time}\n${nodeId}\n`);
+  const head = enc.encode(`${method.toUpperCase()}\n${path}\n${time}\n${nonce}\n${nodeId}\n`);
   const out = new Uint8Array(head.length + body.length);
   out.set(head);
   out.set(body, head.length);
@@ -54,6 +68,11 @@ const hex = (b: ArrayBuffer) => [...new Uint8Array(b)].map((x) => x.toString(16)
 const unhex = (s: string) =>
   /^[0-9a-f]{64}$/.test(s) ? Uint8Array.from(s.match(/../g)!, (h) => parseInt(h, 16)) : null;
 
+/**
+ * The headers that sign one request; `path` is the path and query exactly as sent. The nonce keeps two
+ * identical requests in the same millisecond (two equal chats forwarded at once) from sharing a signature,
+ * which the replay guard would refuse.
+ */
 export async function signedHeaders(
   key: CryptoKey,
   me: PeerIdentity,
@@ -63,21 +82,65 @@ export async function signedHeaders(
   now: number,
 ): Promise<Record<string, string>> {
   const time = String(now);
-  const sig = await crypto.subtle.sign("HMAC", key, canonical(method, path, time, me.nodeId, body));
+  const nonce = hex(crypto.getRandomValues(new Uint8Array(12)).buffer);
+  const sig = await crypto.subtle.sign("HMAC", key, canonical(method, path, time, nonce, me.nodeId, body));
   return {
     [H.node]: me.nodeId,
     [H.version]: me.version,
     [H.namespace]: me.namespace,
     [H.time]: time,
+    [H.nonce]: nonce,
     [H.signature]: hex(sig),
   };
 }
 
-export type Verdict = { ok: true; nodeId: string } | { ok: false; reason: RefusalReason; message: string };
+/**
+ * A refusal has a `message` for this node's log (naming what differs, ours included) and a `public` line
+ * for the sender that names only the class of the problem: nothing in it helps a forger find the key.
+ */
+export type Verdict =
+  | { ok: true; nodeId: string }
+  | { ok: false; reason: RefusalReason; message: string; public: string };
+
+/** Cheap checks that need no body: a request failing them is refused before its body is read. */
+export function precheck(
+  me: PeerIdentity,
+  headers: Headers,
+  now: number,
+): Verdict | null {
+  const h = (n: string) => headers.get(n) ?? "";
+  const from = h(H.node) || "unknown node";
+  // The public lines echo only what the sender sent: ours (namespace, version) stay in our log.
+  if (h(H.version) !== me.version) {
+    const theirs = `Skulk version ${h(H.version) || "(none)"} from ${from}`;
+    const why = "all nodes of a cluster run the same version";
+    return {
+      ok: false,
+      reason: "version",
+      message: `${theirs} differs from ours (${me.version}); ${why}`,
+      public: `${theirs} differs from ours; ${why}`,
+    };
+  }
+  if (h(H.namespace) !== me.namespace) {
+    const theirs = `namespace '${h(H.namespace)}' of ${from}`;
+    return {
+      ok: false,
+      reason: "namespace",
+      message: `${theirs} differs from ours ('${me.namespace}')`,
+      public: `${theirs} differs from ours`,
+    };
+  }
+  const time = Number(h(H.time));
+  if (!Number.isFinite(time) || Math.abs(now - time) > REPLAY_WINDOW_MS) {
+    const message = `request is outside the ${REPLAY_WINDOW_MS / 1000} s window (clock skew or replay)`;
+    return { ok: false, reason: "replay", message: `${message} from ${from}`, public: message };
+  }
+  return null;
+}
 
 /**
- * Checks one incoming peer request. Version and namespace are compared first so a mismatch is named
- * plainly (a different namespace also means a different derived key); then time, signature, replay.
+ * Checks one incoming peer request: the header checks of `precheck`, then signature and replay. `path` is
+ * the path and query as received.
  */
 export async function verifyRequest(
   key: CryptoKey,
@@ -86,51 +149,29 @@ export async function verifyRequest(
   now: number,
   seen: ReplayGuard,
 ): Promise<Verdict> {
+  const early = precheck(me, req.headers, now);
+  if (early) return early;
   const h = (n: string) => req.headers.get(n) ?? "";
   const from = h(H.node) || "unknown node";
-  if (h(H.version) !== me.version) {
-    return {
-      ok: false,
-      reason: "version",
-      message: `Skulk version ${
-        h(H.version) || "(none)"
-      } from ${from} differs from ours (${me.version}); all nodes of a cluster run the same version`,
-    };
-  }
-  if (h(H.namespace) !== me.namespace) {
-    return {
-      ok: false,
-      reason: "namespace",
-      message: `namespace '${h(H.namespace)}' of ${from} differs from ours ('${me.namespace}')`,
-    };
-  }
-  const time = Number(h(H.time));
-  if (!Number.isFinite(time) || Math.abs(now - time) > REPLAY_WINDOW_MS) {
-    return {
-      ok: false,
-      reason: "replay",
-      message: `request from ${from} is outside the ${
-        REPLAY_WINDOW_MS / 1000
-      } s window (clock skew or replay)`,
-    };
-  }
   const sig = unhex(h(H.signature));
   const good = sig !== null &&
     await crypto.subtle.verify(
       "HMAC",
       key,
       sig,
-      canonical(req.method, req.path, h(H.time), h(H.node), req.body),
+      canonical(req.method, req.path, h(H.time), h(H.nonce), h(H.node), req.body),
     );
   if (!good) {
     return {
       ok: false,
       reason: "key",
-      message: `request from ${from} is not signed with our cluster key (SKULK_CLUSTER_SECRET differs)`,
+      message: `request from ${from} is not signed with our cluster key (another cluster secret)`,
+      public: `request from ${from} is not signed with our cluster key`,
     };
   }
-  if (!seen.first(h(H.signature), time, now)) {
-    return { ok: false, reason: "replay", message: `request from ${from} was already received (replay)` };
+  if (!seen.first(h(H.signature), Number(h(H.time)), now)) {
+    const message = "request was already received (replay)";
+    return { ok: false, reason: "replay", message: `${message} from ${from}`, public: message };
   }
   return { ok: true, nodeId: h(H.node) };
 }

@@ -1,14 +1,16 @@
 /**
  * Node-to-node routes under /cluster/peer/*: gossip, event submission to the master, log sync and push,
- * restart. Each request is verified by the cluster plane (HMAC, namespace, version) before it is read.
+ * restart. Headers are checked before the body is read, the body is bounded (PEER_BODY_LIMIT) while it is
+ * read, and the HMAC over it is verified before it is parsed.
  */
 import type { Context } from "hono";
 import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { EventSchema, makeEvent } from "../../cluster/events.ts";
 import { eventIdOf } from "../../cluster/log.ts";
 import { GossipMessageSchema } from "../../cluster/gossip.ts";
-import { H } from "../../cluster/peers.ts";
+import { H, PEER_BODY_LIMIT, type Verdict } from "../../cluster/peers.ts";
 import type { ClusterHandle } from "../../cluster/plane.ts";
 import { PushSchema, SyncRequestSchema } from "../../cluster/replication.ts";
 import type { ApiEnv } from "../env.ts";
@@ -45,7 +47,32 @@ describe({
   query: { count: "how many (1-1000, default 1)" },
 });
 
-/** Verifies the signature, then parses the body; a refusal is a 403 naming why, with the reason in a header. */
+function refuse(c: Context<ApiEnv>, verdict: Exclude<Verdict, { ok: true }>): ApiError {
+  c.header(H.refusal, verdict.reason);
+  return new ApiError(403, `peer refused: ${verdict.public}`, { type: "peer_refused", code: verdict.reason });
+}
+
+/**
+ * Before any byte of a peer body: the cluster plane runs, the headers pass (version, namespace, time) and
+ * the declared size fits. A chunked body is read by bodyLimit, which stops at the limit.
+ */
+const peerGate = [
+  (c: Context<ApiEnv>, next: () => Promise<void>) => {
+    const cluster = c.var.node.cluster;
+    if (!cluster) throw notFound("this node runs no cluster plane");
+    const early = cluster.precheck(c.req.raw.headers);
+    if (early && !early.ok) throw refuse(c, early);
+    return next();
+  },
+  bodyLimit({
+    maxSize: PEER_BODY_LIMIT,
+    onError: () => {
+      throw new ApiError(413, `peer body larger than ${PEER_BODY_LIMIT} bytes`, { type: "peer_refused" });
+    },
+  }),
+] as const;
+
+/** Verifies the signature over the (bounded) body, then parses it; a refusal is a 403 with its reason in a header. */
 async function peerBody<S extends z.ZodType>(
   c: Context<ApiEnv>,
   schema: S,
@@ -53,19 +80,14 @@ async function peerBody<S extends z.ZodType>(
   const cluster = c.var.node.cluster;
   if (!cluster) throw notFound("this node runs no cluster plane");
   const body = new Uint8Array(await c.req.arrayBuffer());
+  const url = new URL(c.req.url);
   const verdict = await cluster.verify({
     method: c.req.method,
-    path: c.req.path,
+    path: url.pathname + url.search,
     headers: c.req.raw.headers,
     body,
   });
-  if (!verdict.ok) {
-    c.header(H.refusal, verdict.reason);
-    throw new ApiError(403, `peer refused: ${verdict.message}`, {
-      type: "peer_refused",
-      code: verdict.reason,
-    });
-  }
+  if (!verdict.ok) throw refuse(c, verdict);
   let raw: unknown;
   try {
     raw = JSON.parse(new TextDecoder().decode(body));
@@ -78,6 +100,7 @@ async function peerBody<S extends z.ZodType>(
 }
 
 export const peerRoutes = new Hono<ApiEnv>()
+  .use("/cluster/peer/*", ...peerGate)
   .post("/cluster/peer/gossip", async (c) => {
     const [cl, m] = await peerBody(c, GossipMessageSchema);
     return c.json(cl.gossip(m));
