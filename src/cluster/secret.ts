@@ -23,7 +23,11 @@ export type JoinToken = z.infer<typeof JoinTokenSchema>;
 const ClusterFileSchema = z.object({
   version: z.literal(1),
   secret: z.string().min(32).nullable(),
+  /** The namespace the node last ran with (what a token carries). */
   namespace: z.string(),
+  /** The namespace of the token this node joined with: kept, so later starts need no token. */
+  joinedNamespace: z.string().nullable(),
+  /** Peers from join tokens, added to the configured ones at every start. */
   peers: z.array(z.string().regex(ADDRESS)),
   /** This node's API address at its last start, for `skulk cluster token` with the daemon stopped. */
   apiAddress: z.string().nullable(),
@@ -133,13 +137,14 @@ export function joinConflict(join: JoinToken, namespace: string): string | null 
 /**
  * Pure: the cluster's secret, namespace and static peers from the settings and the data dir. An explicit
  * secret wins; then a join token; then the stored secret; then a new one when an API key protects the node;
- * else the derived key. A namespace set in the config wins over a stored one; a token's must agree with it.
+ * else the derived key. A namespace set in the config wins over a joined one; a token's must agree with it.
  */
 export function decideTrust(i: TrustInputs, generate: () => string = generateSecret): Trust {
   const conflict = i.join && joinConflict(i.join, i.namespace);
   if (conflict) throw new TrustError(conflict);
   const configured = i.namespace !== DEFAULT_NAMESPACE ? i.namespace : null;
-  const namespace = i.join?.namespace ?? configured ?? i.stored?.namespace ?? DEFAULT_NAMESPACE;
+  const joinedNamespace = i.join?.namespace ?? i.stored?.joinedNamespace ?? null;
+  const namespace = i.join?.namespace ?? configured ?? joinedNamespace ?? DEFAULT_NAMESPACE;
   const peers = [
     ...new Set([...i.peers, ...(i.stored?.peers ?? []), ...(i.join ? [i.join.address] : [])]),
   ];
@@ -148,6 +153,7 @@ export function decideTrust(i: TrustInputs, generate: () => string = generateSec
     version: 1,
     secret,
     namespace,
+    joinedNamespace,
     peers: keptPeers,
     apiAddress: i.stored?.apiAddress ?? null,
   });

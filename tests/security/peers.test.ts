@@ -70,7 +70,8 @@ describe("a node with an API key and no cluster secret", () => {
     const text = await wrongNs.text();
     expect(text).toMatch(/namespace 'guess'/);
     expect(text).not.toContain(NS);
-    expect(a.log()).toMatch(/refused a peer: .*namespace 'guess'.*lab-7x/);
+    // Our own log says everything, ours included.
+    await waitFor("the refusal logged", () => /refused a peer: .*namespace 'guess'.*lab-7x/.test(a.log()));
   });
 
   it("generates a secret of 32 random bytes, kept 0600 in its data dir, and says how others join", async () => {
@@ -120,15 +121,22 @@ describe("join tokens", () => {
     expect(token).not.toContain(storedSecret(a.dataDir)); // encoded, not pasted in the clear
     const b = await node(["--join", token], { SKULK_API_KEY: KEY_B });
     expect(storedSecret(b.dataDir)).toBe(storedSecret(a.dataDir));
-    await waitFor("a and b in one cluster under one master", async () => {
+    type View = { session: { master: string } | null; peers: unknown[] };
+    const oneCluster = (bUrl: string) => async () => {
       const [va, vb] = await Promise.all([
-        authed<{ session: { master: string } | null; peers: unknown[] }>(`${a.url}/cluster/view`, KEY_A),
-        authed<{ session: { master: string } | null; peers: unknown[] }>(`${b.url}/cluster/view`, KEY_B),
+        authed<View>(`${a.url}/cluster/view`, KEY_A),
+        authed<View>(`${bUrl}/cluster/view`, KEY_B),
       ]);
       return va.peers.length === 1 && vb.peers.length === 1 && va.session !== null &&
         va.session.master === vb.session?.master;
-    }, 60_000);
+    };
+    await waitFor("a and b in one cluster under one master", oneCluster(b.url), 60_000);
     expect(b.log()).toMatch(/joined namespace lab-7x through 127\.0\.0\.1:\d+ with a join token/);
+
+    // b keeps the joined secret, namespace and peer: restarted without the token, it rejoins.
+    await b.stop();
+    const again = await node([], { SKULK_API_KEY: KEY_B }, b.dataDir);
+    await waitFor("b back in a's cluster without the token", oneCluster(again.url), 60_000);
 
     // The same token with a's daemon stopped: it is read from the data dir.
     await a.stop();
