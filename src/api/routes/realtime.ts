@@ -127,6 +127,8 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
   }
   const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
   if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
+  // The request's headers cannot be read once it is upgraded.
+  const client = new Headers(c.req.raw.headers);
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
   const path = `/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
     encodeURIComponent(c.var.node.nodeId)
@@ -134,10 +136,14 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
   const pending: string[] = [];
   // Set once the signed upgrade is on its way; messages wait in `pending` until it opens.
   let upstream: WebSocket | null = null;
-  const closeClient = (code: number, reason: string) =>
-    socket.readyState === WebSocket.OPEN && socket.close(code, reason);
+  // The upstream may fail before the client's socket has opened: close it as soon as it does.
+  const closeClient = (code: number, reason: string) => {
+    if (socket.readyState === WebSocket.CONNECTING) {
+      socket.addEventListener("open", () => socket.close(code, reason), { once: true });
+    } else if (socket.readyState === WebSocket.OPEN) socket.close(code, reason);
+  };
   // Signed as a peer request like every forward: the client's key stays on this node (docs/cluster.md).
-  peerSignedForwardHeaders(c.var.node, "GET", path, c.req.raw.headers, new Uint8Array()).then((headers) => {
+  peerSignedForwardHeaders(c.var.node, "GET", path, client, new Uint8Array()).then((headers) => {
     if (socket.readyState > WebSocket.OPEN) return;
     // Deno's WebSocket takes headers for the upgrade request (an extension of the web API).
     const ws = new WebSocket(`ws://${address}${path}`, { headers: Object.fromEntries(headers) });
