@@ -19,6 +19,12 @@ export const REPLAY_WINDOW_MS = 30_000;
  */
 export const PEER_BODY_LIMIT = 4 * 1024 * 1024;
 
+/**
+ * Largest answer read from a peer. A sync answer carries a snapshot of the whole cluster state plus up to
+ * 256 events, so it is allowed more room than a request; past it the answer is dropped unread.
+ */
+export const PEER_ANSWER_LIMIT = 64 * 1024 * 1024;
+
 export const H = {
   node: "x-skulk-node",
   version: "x-skulk-version",
@@ -176,6 +182,65 @@ export async function verifyRequest(
   return { ok: true, nodeId: h(H.node) };
 }
 
+/**
+ * Headers signing an answer to a peer request. The HMAC covers the request's own signature, so an answer
+ * is bound to the one request it answers (no replay needed), and the answer's body: a node that merely
+ * holds an address (one announced over mDNS, say) cannot feed us statuses, snapshots or events.
+ */
+export async function signedAnswerHeaders(
+  key: CryptoKey,
+  me: PeerIdentity,
+  requestSignature: string,
+  body: Uint8Array,
+  now: number,
+): Promise<Record<string, string>> {
+  const time = String(now);
+  const sig = await crypto.subtle.sign(
+    "HMAC",
+    key,
+    canonical("ANSWER", requestSignature, time, "", me.nodeId, body),
+  );
+  return { [H.node]: me.nodeId, [H.time]: time, [H.signature]: hex(sig) };
+}
+
+/** Whether an answer carries a valid signature for the request we signed with `requestSignature`. */
+export async function verifyAnswer(
+  key: CryptoKey,
+  requestSignature: string,
+  headers: Headers,
+  body: Uint8Array,
+): Promise<boolean> {
+  const sig = unhex(headers.get(H.signature) ?? "");
+  return sig !== null && await crypto.subtle.verify(
+    "HMAC",
+    key,
+    sig,
+    canonical("ANSWER", requestSignature, headers.get(H.time) ?? "", "", headers.get(H.node) ?? "", body),
+  );
+}
+
+/** Reads a body up to `limit` bytes; null when it is longer (the rest is not read). */
+export async function readBounded(res: Response, limit: number): Promise<Uint8Array | null> {
+  if (Number(res.headers.get("content-length") ?? 0) > limit) {
+    await res.body?.cancel();
+    return null;
+  }
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of res.body ?? []) {
+    total += chunk.length;
+    if (total > limit) {
+      await res.body?.cancel().catch(() => {});
+      return null;
+    }
+    parts.push(chunk);
+  }
+  const out = new Uint8Array(total);
+  let at = 0;
+  for (const p of parts) (out.set(p, at), at += p.length);
+  return out;
+}
+
 /** Remembers signatures inside the replay window so a captured request cannot be sent twice. */
 export class ReplayGuard {
   readonly #seen = new Map<string, number>();
@@ -235,21 +300,39 @@ export function httpTransport(key: CryptoKey, me: PeerIdentity): PeerTransport {
       throw new PeerError("unreachable", `${address} unreachable: ${(e as Error).message.split("\n")[0]}`);
     }
     if (res.status === 403 && res.headers.get(H.refusal)) {
-      const why = (await res.json().catch(() => null))?.error?.message ?? res.headers.get(H.refusal);
+      const text = new TextDecoder().decode((await readBounded(res, 64 * 1024)) ?? new Uint8Array());
+      let why = res.headers.get(H.refusal);
+      try {
+        why = JSON.parse(text)?.error?.message ?? why;
+      } catch { /* the reason header says enough */ }
       if (warned.due(`${address}/${res.headers.get(H.refusal)}`)) {
         log.warn("peer {address} refused us: {why}", { address, why });
       }
       throw new PeerError("refused", `${address} refused: ${why}`, 403);
     }
     if (!res.ok) {
-      const text = await res.text();
+      const text = new TextDecoder().decode((await readBounded(res, 64 * 1024)) ?? new Uint8Array());
       throw new PeerError(
         "failed",
         `${address}${full} answered ${res.status}: ${text.slice(0, 200)}`,
         res.status,
       );
     }
-    return await res.json();
+    const answer = await readBounded(res, PEER_ANSWER_LIMIT);
+    if (answer === null) {
+      throw new PeerError("failed", `${address}${full} answered more than ${PEER_ANSWER_LIMIT} bytes`);
+    }
+    if (!(await verifyAnswer(key, headers[H.signature], res.headers, answer))) {
+      if (warned.due(`${address}/answer`)) {
+        log.warn("{address} answered without our cluster key's signature; ignoring it", { address });
+      }
+      throw new PeerError("refused", `${address} answered without our cluster key's signature`);
+    }
+    try {
+      return JSON.parse(new TextDecoder().decode(answer));
+    } catch {
+      throw new PeerError("failed", `${address}${full} answered something that is not JSON`);
+    }
   };
 }
 

@@ -32,6 +32,7 @@ import {
   type PeerTransport,
   precheck,
   ReplayGuard,
+  signedAnswerHeaders,
   signedHeaders,
   type Verdict,
   verifyRequest,
@@ -76,6 +77,8 @@ export interface ClusterHandle {
   precheck(headers: Headers): Verdict | null;
   /** Headers signing a request to another node as this node (`path` with its query, as sent). */
   sign(method: string, path: string, body: Uint8Array): Promise<Record<string, string>>;
+  /** Headers signing our answer to the peer request that carried `requestSignature`. */
+  signAnswer(requestSignature: string, body: Uint8Array): Promise<Record<string, string>>;
   gossip(m: GossipMessage): GossipMessage;
   submit(event: Event): Promise<{ idx: number }>;
   sync(req: SyncRequest): Promise<SyncResponse>;
@@ -105,6 +108,7 @@ export interface ClusterDeps {
   verify: ClusterHandle["verify"];
   precheck: ClusterHandle["precheck"];
   sign: ClusterHandle["sign"];
+  signAnswer: ClusterHandle["signAnswer"];
   discovery: Discovery[];
   apiAddress: string | null;
   timings?: Partial<ClusterTimings>;
@@ -407,6 +411,7 @@ export class ClusterNode {
       verify: this.deps.verify,
       precheck: this.deps.precheck,
       sign: this.deps.sign,
+      signAnswer: this.deps.signAnswer,
       gossip: (m) => this.gossipState.gossipReply(m, Date.now()),
       submit: async (event) => {
         if (this.role !== "master") {
@@ -493,6 +498,8 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
           return v;
         },
         sign: (method, path, body) => signedHeaders(key, me, method, path, body, Date.now()),
+        signAnswer: (requestSignature, body) =>
+          signedAnswerHeaders(key, me, requestSignature, body, Date.now()),
         discovery,
         apiAddress,
         timings,

@@ -246,3 +246,45 @@ describe("peer bodies", () => {
     await health.body?.cancel();
   });
 });
+
+describe("answers from peers", () => {
+  it("ignores an answer not signed with the cluster key: holding an address does not make a member", async () => {
+    const forgedId = "12D3KooWForgedForgedForgedForgedForgedForgedForged";
+    let asked = 0;
+    // Answers every peer request with a status claiming to be a forced master far ahead in the log.
+    const fake: Deno.HttpServer<Deno.NetAddr> = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      async (req): Promise<Response> => {
+        asked++;
+        await req.body?.cancel();
+        return Response.json({
+          statuses: [{
+            nodeId: forgedId,
+            hb: Date.now(),
+            startedAt: 0,
+            forceMaster: true,
+            lastIdx: 10_000,
+            apiAddress: `127.0.0.1:${fake.addr.port}`,
+            session: { master: forgedId, clock: 99 },
+          }],
+          readings: [],
+          digest: { statuses: {}, readings: {} },
+        });
+      },
+    );
+    try {
+      const d = await node(["--peer", `127.0.0.1:${fake.addr.port}`], { SKULK_API_KEY: KEY_A });
+      // Several gossip rounds (500 ms apart) with the fake address.
+      await waitFor("gossip with the fake address", () => asked >= 5);
+      const v = await authed<{ peers: { nodeId: string }[]; session: { master: string } | null }>(
+        `${d.url}/cluster/view`,
+        KEY_A,
+      );
+      expect(v.peers.map((p) => p.nodeId)).not.toContain(forgedId);
+      expect(v.session?.master).not.toBe(forgedId);
+      await waitFor("the refusal logged", () => /answered without our cluster key's signature/.test(d.log()));
+    } finally {
+      await fake.shutdown();
+    }
+  });
+});

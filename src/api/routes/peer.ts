@@ -3,7 +3,7 @@
  * restart. Headers are checked before the body is read, the body is bounded (PEER_BODY_LIMIT) while it is
  * read, and the HMAC over it is verified before it is parsed.
  */
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
@@ -17,15 +17,16 @@ import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, notFound } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
-for (
-  const [path, summary] of [
-    ["gossip", "Peer: push-pull exchange of statuses and telemetry deltas"],
-    ["submit", "Peer: hand an event to the master to be indexed"],
-    ["sync", "Peer: a follower asks the master for the log after its last index"],
-    ["push", "Peer: the master pushes a newly indexed event"],
-    ["restart", "Peer: restart this node's daemon"],
-  ] as const
-) {
+const PEER_SUMMARIES = [
+  ["gossip", "Peer: push-pull exchange of statuses and telemetry deltas"],
+  ["submit", "Peer: hand an event to the master to be indexed"],
+  ["sync", "Peer: a follower asks the master for the log after its last index"],
+  ["push", "Peer: the master pushes a newly indexed event"],
+  ["restart", "Peer: restart this node's daemon"],
+] as const;
+const PEER_PATHS = PEER_SUMMARIES.map(([p]) => p);
+
+for (const [path, summary] of PEER_SUMMARIES) {
   describe({
     method: "post",
     path: `/cluster/peer/${path}`,
@@ -56,21 +57,23 @@ function refuse(c: Context<ApiEnv>, verdict: Exclude<Verdict, { ok: true }>): Ap
  * Before any byte of a peer body: the cluster plane runs, the headers pass (version, namespace, time) and
  * the declared size fits. A chunked body is read by bodyLimit, which stops at the limit.
  */
-const peerGate = [
-  (c: Context<ApiEnv>, next: () => Promise<void>) => {
-    const cluster = c.var.node.cluster;
-    if (!cluster) throw notFound("this node runs no cluster plane");
-    const early = cluster.precheck(c.req.raw.headers);
-    if (early && !early.ok) throw refuse(c, early);
-    return next();
+const limit = bodyLimit({
+  maxSize: PEER_BODY_LIMIT,
+  onError: () => {
+    throw new ApiError(413, `peer body larger than ${PEER_BODY_LIMIT} bytes`, { type: "peer_refused" });
   },
-  bodyLimit({
-    maxSize: PEER_BODY_LIMIT,
-    onError: () => {
-      throw new ApiError(413, `peer body larger than ${PEER_BODY_LIMIT} bytes`, { type: "peer_refused" });
-    },
-  }),
-] as const;
+});
+
+const PEER_ROUTES = new Set(PEER_PATHS.map((p) => `/cluster/peer/${p}`));
+
+const peerGate: MiddlewareHandler<ApiEnv> = (c, next) => {
+  if (c.req.method !== "POST" || !PEER_ROUTES.has(c.req.path)) return next(); // unknown paths stay 404
+  const cluster = c.var.node.cluster;
+  if (!cluster) throw notFound("this node runs no cluster plane");
+  const early = cluster.precheck(c.req.raw.headers);
+  if (early && !early.ok) throw refuse(c, early);
+  return limit(c, next);
+};
 
 /** Verifies the signature over the (bounded) body, then parses it; a refusal is a 403 with its reason in a header. */
 async function peerBody<S extends z.ZodType>(
@@ -99,30 +102,39 @@ async function peerBody<S extends z.ZodType>(
   return [cluster, parsed.data];
 }
 
+/** A JSON answer signed for the request it answers, so the asking node knows it came from a member. */
+async function answer(c: Context<ApiEnv>, cluster: ClusterHandle, value: unknown, status: 200 | 409 = 200) {
+  const bytes = new TextEncoder().encode(JSON.stringify(value));
+  const headers = await cluster.signAnswer(c.req.header(H.signature) ?? "", bytes);
+  return c.body(bytes, status, { ...headers, "content-type": "application/json" });
+}
+
 export const peerRoutes = new Hono<ApiEnv>()
-  .use("/cluster/peer/*", ...peerGate)
+  .use("/cluster/peer/*", peerGate)
   .post("/cluster/peer/gossip", async (c) => {
     const [cl, m] = await peerBody(c, GossipMessageSchema);
-    return c.json(cl.gossip(m));
+    return await answer(c, cl, cl.gossip(m));
   })
   .post("/cluster/peer/submit", async (c) => {
     const [cl, m] = await peerBody(c, z.object({ event: EventSchema }).strict());
-    return c.json(await cl.submit(m.event));
+    return await answer(c, cl, await cl.submit(m.event));
   })
   .post("/cluster/peer/sync", async (c) => {
     const [cl, m] = await peerBody(c, SyncRequestSchema);
-    return c.json(await cl.sync(m));
+    return await answer(c, cl, await cl.sync(m));
   })
   .post("/cluster/peer/push", async (c) => {
     const [cl, m] = await peerBody(c, PushSchema);
-    return c.json(await cl.push(m));
+    return await answer(c, cl, await cl.push(m));
   })
   .post("/cluster/peer/restart", async (c) => {
-    await peerBody(c, z.object({}).strict());
+    const [cl] = await peerBody(c, z.object({}).strict());
     const n = c.var.node;
     if (!n.restart) throw new ApiError(501, "this node cannot restart itself (no supervisor hook)");
     const ok = n.restart();
-    return c.json(
+    return await answer(
+      c,
+      cl,
       { status: ok ? "restarting" : "restart_already_pending", node_id: n.nodeId },
       ok ? 200 : 409,
     );
