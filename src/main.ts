@@ -13,6 +13,7 @@ import { registerNode } from "./cli/node.ts";
 import { registerRun } from "./cli/run.ts";
 import { registerSql } from "./cli/sql.ts";
 import { registerStatus } from "./cli/status.ts";
+import { TrustError } from "./cluster/secret.ts";
 import { ConfigError } from "./config/load.ts";
 import { PortInUse } from "./daemon/node.ts";
 import { DataDirBusy } from "./node/lock.ts";
@@ -64,7 +65,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode;
-    if (e instanceof ConfigError) {
+    if (e instanceof ConfigError || e instanceof TrustError) {
       console.error(`skulk: ${e.message}`);
       return 2;
     }

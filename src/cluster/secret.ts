@@ -74,7 +74,7 @@ export function readClusterFile(dataDir: string): ClusterFile | null {
     text = Deno.readTextFileSync(path);
   } catch (e) {
     if (e instanceof Deno.errors.NotFound) return null;
-    throw new Error(`${path} is unreadable (${(e as Error).message})`);
+    throw new TrustError(`${path} is unreadable (${(e as Error).message})`);
   }
   let raw: unknown;
   try {
@@ -84,7 +84,7 @@ export function readClusterFile(dataDir: string): ClusterFile | null {
   }
   const parsed = ClusterFileSchema.safeParse(raw);
   if (!parsed.success) {
-    throw new Error(`${path} is damaged; move it away (the node then uses a new cluster secret)`);
+    throw new TrustError(`${path} is damaged; move it away (the node then decides its cluster key afresh)`);
   }
   return parsed.data;
 }

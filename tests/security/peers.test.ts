@@ -156,6 +156,16 @@ describe("join tokens", () => {
     expect(other.stderr).not.toContain("not-a-token");
   });
 
+  it("refuses to start on a damaged cluster.json, naming it (never a new secret in silence)", async () => {
+    const dir = tempDir();
+    Deno.writeTextFileSync(`${dir}/cluster.json`, "{half a fi");
+    const out = await skulk(["run", "--no-mdns", "--no-worker", "--api-port", "0", "--data-dir", dir], {
+      SKULK_API_KEY: KEY_A,
+    });
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain(`${dir}/cluster.json is damaged`);
+  });
+
   it("has no token to print for a zero-config node (it trusts its LAN)", async () => {
     const d = await node([]);
     const out = await skulk(["cluster", "token", "--data-dir", d.dataDir]);
