@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
+import { apiKeyAuth } from "./auth.ts";
 import type { ApiEnv } from "./env.ts";
 import { ApiError, envelope, errorResponse, toApiError } from "./errors.ts";
 import { bodyGuards, noSniff, originGuards } from "./guards.ts";
@@ -59,17 +60,13 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
 
   const key = node.config.apiKey;
   if (key) {
-    app.use("*", (c, next) => {
-      if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
-      if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
-      const auth = c.req.header("authorization") ?? "";
-      if (auth !== `Bearer ${key}`) {
-        throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", {
-          type: "authentication_error",
-        });
-      }
-      return next();
-    });
+    app.use(
+      "*",
+      apiKeyAuth(key, (c) =>
+        c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/") ||
+        // the page asks for the key itself
+        (c.req.method === "GET" && isDashboardFile(c.req.path))),
+    );
   }
 
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));

@@ -178,6 +178,9 @@ export function bodyGuards(config: Pick<Config, "maxBodyBytes" | "bodyTimeout">)
     const body = c.req.raw.body;
     if (!body) return next();
     const upload = UPLOAD_PATHS.includes(c.req.path);
+    // Peer routes bound their bodies themselves (PEER_BODY_LIMIT, checked after the headers that need no body):
+    // a sync answer's snapshot may outgrow a client body limit an operator lowers.
+    const peer = c.req.path.startsWith("/cluster/peer/");
     const seconds = config.bodyTimeout * (upload ? 10 : 1);
     let expired: ApiError | undefined;
     const timed = withDeadline(body, seconds * 1000, () =>
@@ -188,7 +191,7 @@ export function bodyGuards(config: Pick<Config, "maxBodyBytes" | "bodyTimeout">)
       ));
     c.req.raw = new Request(c.req.raw, { body: timed });
     try {
-      if (upload) await next();
+      if (upload || peer) await next();
       else await limit(c, next);
     } catch (e) {
       // bodyLimit reads a chunked body itself, so its 408 surfaces here rather than from a handler.

@@ -33,10 +33,14 @@ import {
   OnceEvery,
   PeerError,
   type PeerTransport,
+  precheck,
   ReplayGuard,
+  signedAnswerHeaders,
+  signedHeaders,
   type Verdict,
   verifyRequest,
 } from "./peers.ts";
+import { settleTrust } from "./secret.ts";
 import {
   answerSync,
   applyPush,
@@ -73,6 +77,12 @@ export class NoMaster extends ApiError {
 /** What the peer routes call; set on ctx.cluster while the plane runs. */
 export interface ClusterHandle {
   verify(req: { method: string; path: string; headers: Headers; body: Uint8Array }): Promise<Verdict>;
+  /** The header checks that need no body, so a request failing them is refused before its body is read. */
+  precheck(headers: Headers): Verdict | null;
+  /** Headers signing a request to another node as this node (`path` with its query, as sent). */
+  sign(method: string, path: string, body: Uint8Array): Promise<Record<string, string>>;
+  /** Headers signing our answer to the peer request that carried `requestSignature`. */
+  signAnswer(requestSignature: string, body: Uint8Array): Promise<Record<string, string>>;
   gossip(m: GossipMessage): GossipMessage;
   /** Master: indexes the event and returns once a majority of the voting nodes hold it (else NoQuorum). */
   submit(event: Event): Promise<{ idx: number }>;
@@ -108,6 +118,9 @@ export interface ClusterView {
 export interface ClusterDeps {
   transport: PeerTransport;
   verify: ClusterHandle["verify"];
+  precheck: ClusterHandle["precheck"];
+  sign: ClusterHandle["sign"];
+  signAnswer: ClusterHandle["signAnswer"];
   discovery: Discovery[];
   apiAddress: string | null;
   timings?: Partial<ClusterTimings>;
@@ -578,6 +591,9 @@ export class ClusterNode {
   handle(): ClusterHandle {
     return {
       verify: this.deps.verify,
+      precheck: this.deps.precheck,
+      sign: this.deps.sign,
+      signAnswer: this.deps.signAnswer,
       gossip: (m) => {
         const reply = this.gossipState.gossipReply(m, Date.now());
         // A candidate learns here that a follower now backs it: act at once, not at the next round.
@@ -637,14 +653,22 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
   return {
     name: "cluster",
     async start(ctx) {
-      const key = await clusterKey(config.clusterSecret, config.namespace);
-      const me = localIdentity(ctx.nodeId, config.namespace);
       const apiAddress = ctx.telemetry.get(ctx.nodeId)?.reading.apiAddress ?? null;
+      const trust = settleTrust(config.dataDir, {
+        secret: config.clusterSecret,
+        apiKey: config.apiKey,
+        join: config.join,
+        namespace: config.namespace,
+        peers: config.peers,
+      }, apiAddress);
+      const { namespace } = trust;
+      const key = await clusterKey(trust.secret, namespace);
+      const me = localIdentity(ctx.nodeId, namespace);
       const guard = new ReplayGuard();
       const refusals = new OnceEvery();
-      const discovery: Discovery[] = [staticPeers(config.peers)];
+      const discovery: Discovery[] = [staticPeers(trust.peers)];
       if (config.mdns) {
-        discovery.push(mdnsDiscovery({ namespace: config.namespace, apiAddress, nodeId: ctx.nodeId }));
+        discovery.push(mdnsDiscovery({ namespace, apiAddress, nodeId: ctx.nodeId }));
       }
       node = new ClusterNode(ctx, {
         transport: httpTransport(key, me),
@@ -655,6 +679,16 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
           }
           return v;
         },
+        precheck: (headers) => {
+          const v = precheck(me, headers, Date.now());
+          if (v && !v.ok && refusals.due(`${headers.get("x-skulk-node")}/${v.reason}`)) {
+            log.warn("refused a peer: {why}", { why: v.message });
+          }
+          return v;
+        },
+        sign: (method, path, body) => signedHeaders(key, me, method, path, body, Date.now()),
+        signAnswer: (requestSignature, body) =>
+          signedAnswerHeaders(key, me, requestSignature, body, Date.now()),
         discovery,
         apiAddress,
         timings,

@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { DetectorSchema } from "../audio/vad.ts";
+import { decodeJoinToken, type JoinToken } from "../cluster/secret.ts";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
 
 const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(
@@ -183,6 +184,22 @@ export const SETTINGS = {
     env: "SKULK_CLUSTER_SECRET",
     secret: true,
     schema: z.string().min(8, "must be at least 8 characters").nullable(),
+    default: null,
+  }),
+  /** A join token from `skulk cluster token`: the cluster's secret, namespace and one member's address. */
+  join: setting({
+    key: "cluster.join",
+    flag: "join",
+    env: "SKULK_JOIN",
+    secret: true,
+    schema: z.string().transform((v, ctx): JoinToken => {
+      try {
+        return decodeJoinToken(v);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    }).nullable(),
     default: null,
   }),
   mdns: setting({ key: "cluster.mdns", flag: "mdns", env: "SKULK_MDNS", schema: bool, default: true }),

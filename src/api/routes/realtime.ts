@@ -10,6 +10,7 @@ import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
+import { peerSignedForwardHeaders } from "../../serving/forward.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { LocalRunner } from "../../worker/worker.ts";
 import type { ApiEnv } from "../env.ts";
@@ -145,26 +146,40 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string, releas
   }
   const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
   if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
+  // The request's headers cannot be read once it is upgraded.
+  const client = new Headers(c.req.raw.headers);
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
-  const upstream = new WebSocket(
-    `ws://${address}/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
-      encodeURIComponent(c.var.node.nodeId)
-    }`,
-  );
+  const path = `/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
+    encodeURIComponent(c.var.node.nodeId)
+  }`;
   const pending: string[] = [];
-  upstream.onopen = () => pending.splice(0).forEach((m) => upstream.send(m));
-  upstream.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
-  upstream.onclose = (e) =>
-    socket.readyState === WebSocket.OPEN && socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
-  upstream.onerror = () =>
-    socket.readyState === WebSocket.OPEN &&
-    socket.close(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
+  // Set once the signed upgrade is on its way; messages wait in `pending` until it opens.
+  let upstream: WebSocket | null = null;
+  // The upstream may fail before the client's socket has opened: close it as soon as it does.
+  const closeClient = (code: number, reason: string) => {
+    if (socket.readyState === WebSocket.CONNECTING) {
+      socket.addEventListener("open", () => socket.close(code, reason), { once: true });
+    } else if (socket.readyState === WebSocket.OPEN) socket.close(code, reason);
+  };
+  // Signed as a peer request like every forward: the client's key stays on this node (docs/cluster.md).
+  peerSignedForwardHeaders(c.var.node, "GET", path, client, new Uint8Array()).then((headers) => {
+    if (socket.readyState > WebSocket.OPEN) return;
+    // Deno's WebSocket takes headers for the upgrade request (an extension of the web API).
+    const ws = new WebSocket(`ws://${address}${path}`, { headers: Object.fromEntries(headers) });
+    upstream = ws;
+    ws.onopen = () => pending.splice(0).forEach((m) => ws.send(m));
+    ws.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
+    ws.onclose = (e) => closeClient(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
+    ws.onerror = () => closeClient(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
+  }).catch((e) =>
+    closeClient(CLOSE.engineFailed, `could not sign the forwarded session: ${(e as Error).message}`)
+  );
   socket.onmessage = (
     e,
-  ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
+  ) => (upstream?.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
   socket.onclose = () => {
     release();
-    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
+    if (upstream && upstream.readyState <= WebSocket.OPEN) upstream.close();
   };
   return response;
 }
