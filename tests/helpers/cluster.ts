@@ -79,7 +79,7 @@ interface Node {
 export async function registerCard(
   nodes: Node[],
   card: { modelId: string },
-  o: { secret?: string } = {},
+  o: { secret?: string; apiKey?: string } = {},
 ): Promise<void> {
   const event = makeEvent("CustomModelCardAdded", { modelCard: card });
   await waitFor(`the master to take the card ${card.modelId}`, async () => {
@@ -92,7 +92,8 @@ export async function registerCard(
   });
   for (const n of nodes) {
     await waitFor(`${card.modelId} in the catalogue of ${n.url}`, async () => {
-      const r = await fetch(`${n.url}/models`);
+      const headers: HeadersInit = o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {};
+      const r = await fetch(`${n.url}/models`, { headers });
       return (await r.text()).includes(`"${card.modelId}"`);
     });
   }

@@ -13,7 +13,8 @@ import {
 } from "../../src/cluster/peers.ts";
 import { TelemetryView } from "../../src/cluster/telemetry.ts";
 import { forwardRequest } from "../../src/serving/forward.ts";
-import { localCardWire, singleNodeInstance, type WireState } from "../helpers/cluster.ts";
+import { untag } from "../../src/cluster/tagged.ts";
+import { localCardWire, registerCard, singleNodeInstance, type WireState } from "../helpers/cluster.ts";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { waitFor } from "../helpers/multinode.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
@@ -145,7 +146,11 @@ describe("two nodes with different API keys, joined by a token", () => {
       ]);
       return views.every((v) => v.session?.master && v.session.master === views[0].session.master);
     }, 60_000);
+    // POST /instance serves catalogue models only: register the cards first, signed with a's generated secret.
+    const { secret } = JSON.parse(await Deno.readTextFile(`${a.dataDir}/cluster.json`));
     for (const instance of instances) {
+      const shard = Object.values(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+      await registerCard([a], untag(shard).modelCard, { secret, apiKey: KEY_A });
       const res = await authed(`${a.url}/instance`, KEY_A, {
         method: "POST",
         body: JSON.stringify({ instance }),
