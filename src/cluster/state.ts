@@ -6,7 +6,18 @@ import type { DownloadProgress } from "./downloads.ts";
 import { downloadModelId } from "./downloads.ts";
 import type { Event, IndexedEvent } from "./events.ts";
 import { eventType } from "./events.ts";
-import { type Instance, instanceBody, type RunnerStatus } from "./instances.ts";
+import { type Instance, instanceBody, type PlacementRecord, type RunnerStatus } from "./instances.ts";
+
+/** A lost instance whose model healing has not placed again yet (ours: never in upstream's `/state`). */
+export interface Unplaced {
+  instance: Instance;
+  placement: PlacementRecord;
+  /** Attempts made so far. */
+  attempt: number;
+  /** ISO time of the next attempt; null once healing gave up (until the cluster changes). */
+  retryAt: string | null;
+  reason: string;
+}
 
 export interface ClusterState {
   instances: Record<string, Instance>;
@@ -15,6 +26,13 @@ export interface ClusterState {
   tasks: Record<string, unknown>;
   tracingEnabled: boolean;
   lastEventAppliedIdx: number;
+  /**
+   * Ours, kept out of upstream's `/state`: the constraints each live instance was placed with (only
+   * those not placed with the defaults), and lost instances awaiting re-placement, keyed by the lost id.
+   * Optional because snapshots written before they existed lack them.
+   */
+  placements?: Record<string, PlacementRecord>;
+  unplaced?: Record<string, Unplaced>;
 }
 
 export function emptyState(): ClusterState {
@@ -25,6 +43,8 @@ export function emptyState(): ClusterState {
     tasks: {},
     tracingEnabled: false,
     lastEventAppliedIdx: -1,
+    placements: {},
+    unplaced: {},
   };
 }
 
@@ -55,7 +75,16 @@ function deleteInstances(state: ClusterState, ids: string[]): ClusterState {
     ...state,
     instances: withoutKeys(state.instances, ids),
     runners: withoutKeys(state.runners, runners),
+    placements: withoutKeys(state.placements ?? {}, ids),
   };
+}
+
+/** A new instance of a model settles the oldest lost instance of that model still awaiting a place. */
+function settleUnplaced(unplaced: Record<string, Unplaced>, modelId: string): Record<string, Unplaced> {
+  const first = Object.entries(unplaced).find(([, u]) =>
+    instanceBody(u.instance).shardAssignments.modelId === modelId
+  );
+  return first ? withoutKeys(unplaced, [first[0]]) : unplaced;
 }
 
 /** Applies one event's effect, without index bookkeeping. */
@@ -63,8 +92,28 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
   const type = eventType(event);
   switch (type) {
     case "InstanceCreated": {
-      const { instance } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
-      return { ...state, instances: { ...state.instances, [instanceBody(instance).instanceId]: instance } };
+      const { instance, placement } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
+      const body = instanceBody(instance);
+      const placements = { ...state.placements ?? {} };
+      if (placement) placements[body.instanceId] = placement;
+      else delete placements[body.instanceId];
+      return {
+        ...state,
+        instances: { ...state.instances, [body.instanceId]: instance },
+        placements,
+        unplaced: settleUnplaced(state.unplaced ?? {}, body.shardAssignments.modelId),
+      };
+    }
+    case "PlacementFailed": {
+      const { lostInstanceId, instance, placement, attempt, retryAt, reason } =
+        (event as Extract<Event, { PlacementFailed: unknown }>).PlacementFailed;
+      return {
+        ...state,
+        unplaced: {
+          ...state.unplaced ?? {},
+          [lostInstanceId]: { instance, placement, attempt, retryAt, reason },
+        },
+      };
     }
     case "InstanceDeleted": {
       const { instanceId } = (event as Extract<Event, { InstanceDeleted: unknown }>).InstanceDeleted;

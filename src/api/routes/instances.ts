@@ -5,7 +5,12 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { makeEvent } from "../../cluster/events.ts";
-import { type Instance, instanceBody, InstanceSchema } from "../../cluster/instances.ts";
+import {
+  type Instance,
+  instanceBody,
+  InstanceSchema,
+  type PlacementRecord,
+} from "../../cluster/instances.ts";
 import { untag } from "../../cluster/tagged.ts";
 import type { NodeContext } from "../../node/context.ts";
 import type { ApiEnv } from "../env.ts";
@@ -65,9 +70,10 @@ export function validateInstance(ctx: NodeContext, instance: Instance): void {
   }
 }
 
-export async function createInstance(ctx: NodeContext, instance: Instance) {
+/** `placement`: the constraints `/place_instance` planned with, kept so healing places it the same way. */
+export async function createInstance(ctx: NodeContext, instance: Instance, placement?: PlacementRecord) {
   validateInstance(ctx, instance);
-  const event = makeEvent("InstanceCreated", { instance });
+  const event = makeEvent("InstanceCreated", { instance, ...(placement ? { placement } : {}) });
   await ctx.submit(event);
   const body = instanceBody(instance);
   return {
