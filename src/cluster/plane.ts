@@ -118,6 +118,8 @@ export class ClusterNode {
   #timingOut = new Set<string>();
   #round: Promise<void> | null = null;
   #stopped = false;
+  readonly #caughtUp = Promise.withResolvers<void>();
+  #isCaughtUp = false;
 
   constructor(readonly ctx: NodeContext, readonly deps: ClusterDeps) {
     this.t = { ...DEFAULT_TIMINGS, ...deps.timings };
@@ -151,12 +153,19 @@ export class ClusterNode {
     });
     ctx.log.onReset(() => (this.#lastId = ctx.log.lastEventId));
     ctx.masterNodeId = () => this.session?.master ?? ctx.nodeId;
+    ctx.whenCaughtUp = () => this.#caughtUp.promise;
+
     ctx.submit = async (event) => {
       await this.submitAnywhere(event);
     };
     for (const d of this.deps.discovery) {
       await d.start((a) => this.book.add(a, d.name === "mdns" ? "mdns" : "static"));
     }
+    // A node with no way to find a peer (no static peer, no mDNS: it binds loopback or has it off) leads
+    // alone from the start: there is no other log to catch up with.
+    const mdns = this.deps.discovery.some((d) => d.name === "mdns") && !!this.deps.apiAddress &&
+      !this.deps.apiAddress.startsWith("127.");
+    if (this.book.all().length === 0 && !mdns) this.#markCaughtUp("it has no peer to follow");
     this.#timer = setInterval(() => {
       if (!this.#round) this.#round = this.tick().finally(() => (this.#round = null));
     }, this.t.roundMs);
@@ -222,7 +231,25 @@ export class ClusterNode {
       const m = this.gossipState.status(this.session!.master)?.status;
       if (this.#needsSync || (m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx)) this.pull();
     }
-    if (this.role === "master") this.#checkLiveness(Date.now());
+    if (this.role === "master") {
+      // Every node starts as its own master; only a lead that survived the election's patience is real.
+      if (!this.#isCaughtUp && Date.now() - this.#masterSince >= 2 * this.t.electionTimeoutMs) {
+        this.#markCaughtUp("it leads the cluster");
+      }
+      this.#checkLiveness(Date.now());
+    }
+  }
+
+  /** True once this node's state may be acted on (see NodeContext.whenCaughtUp). */
+  get caughtUp(): boolean {
+    return this.#isCaughtUp;
+  }
+
+  #markCaughtUp(why: string): void {
+    if (this.#isCaughtUp) return;
+    this.#isCaughtUp = true;
+    log.info("caught up at log index {idx}: {why}", { idx: this.ctx.log.state.lastEventAppliedIdx, why });
+    this.#caughtUp.resolve();
   }
 
   async exchange(address: string): Promise<void> {
@@ -327,7 +354,12 @@ export class ClusterNode {
             idx: res.snapshot.idx,
           });
         }
-        if (!(await applySync(this.ctx.log, res))) break;
+        if (!(await applySync(this.ctx.log, res))) {
+          if (this.ctx.log.state.lastEventAppliedIdx >= res.lastIdx) {
+            this.#markCaughtUp(`it holds master ${master}'s log`);
+          }
+          break;
+        }
       }
     })().catch((e) => {
       this.#needsSync = true;

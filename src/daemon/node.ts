@@ -89,6 +89,7 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       submit: async (event) => {
         await eventLog.append(event);
       },
+      whenCaughtUp: () => Promise.resolve(),
     };
     await loadCustomCardsInto(store.db, ctx.catalog);
     followCustomCardEvents(eventLog, store.db, ctx.catalog);

@@ -49,6 +49,7 @@ export class Healer implements Plane {
   #stopped = false;
   #timer: ReturnType<typeof setInterval> | undefined;
   #retrying = false;
+  #caughtUp = false;
   /** The worker nodes seen at the last retry tick (null until this node is master): joins trigger a retry. */
   #known: Set<string> | null = null;
 
@@ -60,6 +61,7 @@ export class Healer implements Plane {
   start(ctx: NodeContext): Promise<void> {
     this.#ctx = ctx;
     ctx.log.onApplied((ie, before, after) => this.#observe(ie, before, after));
+    void ctx.whenCaughtUp().then(() => (this.#caughtUp = true));
     this.#timer = setInterval(() => this.#tick(), RETRY_TICK_MS);
     return Promise.resolve();
   }
@@ -70,8 +72,9 @@ export class Healer implements Plane {
     await this.#queue;
   }
 
+  /** Master, and past the start-up lead every node takes before it hears the real master. */
   #isMaster(): boolean {
-    return !this.#stopped && this.#ctx.masterNodeId() === this.#ctx.nodeId;
+    return !this.#stopped && this.#caughtUp && this.#ctx.masterNodeId() === this.#ctx.nodeId;
   }
 
   #view(state: ClusterState) {
@@ -155,7 +158,7 @@ export class Healer implements Plane {
       else if (l.readySince === null && allReady(after, id)) l.readySince = Date.now();
     }
     // Followers see the same events; only the master acts, so each breakage is healed once.
-    if (this.#stopped || this.#ctx.masterNodeId() !== this.#ctx.nodeId) return;
+    if (!this.#isMaster()) return;
     const refusal = refusalOf(ie.event, after);
     if (refusal) {
       const lineage = this.#recovery.get(refusal.instanceId);

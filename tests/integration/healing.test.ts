@@ -241,3 +241,35 @@ describe("healing after a node's death", () => {
     300_000,
   );
 });
+
+describe("a restarted node", () => {
+  it(
+    "starts nothing from its own stale log: an instance deleted while it was down never gets an engine",
+    async ({ onTestFailed }) => {
+      onTestFailed(dump);
+      const MODEL = "skulk-test/heal-restart";
+      const a = await node(["--force-master", "--no-worker"]);
+      const b = await node(["--peer", `127.0.0.1:${a.port}`]);
+      await oneMaster([a.url, b.url], 45_000);
+      await addModel(a, MODEL, await tinyModel());
+      const id = await place(a, { model_id: MODEL });
+      const s = await waitForState(a.url, (st) => ready(st, MODEL) !== null, "the model serving", 120_000);
+      // deno-lint-ignore no-explicit-any
+      const runnerId =
+        Object.keys((Object.values(s.instances[id])[0] as any).shardAssignments.runnerToShard)[0];
+      expect(await b.stop()).toBe(0);
+      running.splice(running.indexOf(b), 1);
+      expect((await fetch(`${a.url}/instance/${id}`, { method: "DELETE" })).status).toBe(200);
+
+      const back = await node(["--peer", `127.0.0.1:${a.port}`], {}, b.dataDir);
+      await waitFor("the restarted node caught up", () => /caught up at log index/.test(back.log()), 30_000);
+      const st = await json<WireState>(`${back.url}/state`);
+      expect(Object.keys(st.instances)).not.toContain(id);
+      // Its log had the instance; it replayed it, but no runner of it was started.
+      expect(back.log()).toMatch(/replayed \d+ events from the local log/);
+      expect(back.log()).not.toContain(`starting runner ${runnerId}`);
+      expect(b.log()).toContain(`starting runner ${runnerId}`);
+    },
+    240_000,
+  );
+});
