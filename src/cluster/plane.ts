@@ -58,6 +58,15 @@ export interface ClusterTimings {
 
 export const DEFAULT_TIMINGS: ClusterTimings = { roundMs: 500, electionTimeoutMs: 1500, fanout: 3 };
 
+/** A follower may trail the master this long (a push in flight, a pull under way) before health says so. */
+export const BEHIND_GRACE_MS = 5000;
+
+/** One reason this node is degraded (`/healthz`). */
+export interface HealthIssue {
+  code: string;
+  message: string;
+}
+
 /** A request caught between masters: the caller should retry shortly. */
 export class NoMaster extends ApiError {
   constructor(message: string) {
@@ -74,6 +83,8 @@ export interface ClusterHandle {
   sync(req: SyncRequest): Promise<SyncResponse>;
   push(p: Push): Promise<{ applied: boolean }>;
   view(): ClusterView;
+  /** Why this node's view of the cluster is not current (empty when it is). */
+  health(): HealthIssue[];
   /** A signed request to another node's peer route. */
   call(nodeId: string, path: string, body: unknown): Promise<unknown>;
 }
@@ -120,6 +131,13 @@ export class ClusterNode {
   #stopped = false;
   readonly #caughtUp = Promise.withResolvers<void>();
   #isCaughtUp = false;
+  /** Failed pulls in a row, and when the next may start (they back off so a full disk is not hammered). */
+  #syncFailures = 0;
+  #nextPullAt = 0;
+  #lastSyncError = "";
+  #resyncLogged = -2;
+  /** Since when this follower has trailed the master's gossiped log position (null: it does not). */
+  #behindSince: number | null = null;
 
   constructor(readonly ctx: NodeContext, readonly deps: ClusterDeps) {
     this.t = { ...DEFAULT_TIMINGS, ...deps.timings };
@@ -229,8 +247,11 @@ export class ClusterNode {
     await this.elect(Date.now());
     if (this.role === "follower") {
       const m = this.gossipState.status(this.session!.master)?.status;
-      if (this.#needsSync || (m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx)) this.pull();
-    }
+      const behind = !!m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx;
+      if (!behind) this.#behindSince = null;
+      else this.#behindSince ??= Date.now();
+      if ((this.#needsSync || behind) && Date.now() >= this.#nextPullAt) this.pull();
+    } else this.#behindSince = null;
     if (this.role === "master") {
       // Every node starts as its own master; only a lead that survived the election's patience is real.
       if (!this.#isCaughtUp && Date.now() - this.#masterSince >= 2 * this.t.electionTimeoutMs) {
@@ -238,6 +259,51 @@ export class ClusterNode {
       }
       this.#checkLiveness(Date.now());
     }
+  }
+
+  /**
+   * Why this node's view of the cluster cannot be trusted right now (empty when it can): no master, a
+   * master it cannot reach, a log behind the master's, or failing syncs.
+   */
+  health(now = Date.now()): HealthIssue[] {
+    const out: HealthIssue[] = [];
+    if (!this.session) {
+      out.push({ code: "no_master", message: "no master: the cluster is electing one" });
+      return out;
+    }
+    if (this.role === "follower") {
+      const master = this.session.master;
+      const heard = this.gossipState.status(master);
+      const silent = heard ? now - heard.receivedAt : null;
+      if (silent === null || silent > this.t.electionTimeoutMs) {
+        out.push({
+          code: "master_unreachable",
+          message: silent === null
+            ? `cannot reach master ${master}: not heard from yet`
+            : `cannot reach master ${master}: not heard from for ${(silent / 1000).toFixed(1)} s`,
+        });
+      }
+      const gap = (heard?.status.lastIdx ?? -1) - this.ctx.log.state.lastEventAppliedIdx;
+      if (gap > 0 && this.#behindSince !== null && now - this.#behindSince >= BEHIND_GRACE_MS) {
+        out.push({
+          code: "behind_master",
+          message: `behind master ${master}'s log by ${gap} event(s) for ${
+            ((now - this.#behindSince) / 1000).toFixed(1)
+          } s`,
+        });
+      }
+      if (this.#syncFailures > 0) {
+        out.push({
+          code: "sync_failing",
+          message:
+            `${this.#syncFailures} sync(s) from master ${master} failed in a row: ${this.#lastSyncError}`,
+        });
+      }
+    }
+    if (!this.#isCaughtUp) {
+      out.push({ code: "catching_up", message: "catching up with the master's log after start" });
+    }
+    return out;
   }
 
   /** True once this node's state may be acted on (see NodeContext.whenCaughtUp). */
@@ -349,10 +415,12 @@ export class ClusterNode {
         };
         const res = SyncResponseSchema.parse(await this.deps.transport(addr, "sync", req, 10_000));
         if (res.snapshot) {
-          log.info("resynchronising from master {master}'s snapshot at {idx}", {
-            master,
-            idx: res.snapshot.idx,
-          });
+          // Once per snapshot: a follower that cannot apply it would otherwise repeat this every round.
+          const first = res.snapshot.idx !== this.#resyncLogged;
+          this.#resyncLogged = res.snapshot.idx;
+          const fields = { master, idx: res.snapshot.idx };
+          if (first) log.info("resynchronising from master {master}'s snapshot at {idx}", fields);
+          else log.debug("resynchronising from master {master}'s snapshot at {idx}", fields);
         }
         if (!(await applySync(this.ctx.log, res))) {
           if (this.ctx.log.state.lastEventAppliedIdx >= res.lastIdx) {
@@ -361,9 +429,25 @@ export class ClusterNode {
           break;
         }
       }
+      if (this.#syncFailures > 0) {
+        log.info("sync from {master} works again after {n} failed attempt(s)", {
+          master,
+          n: this.#syncFailures,
+        });
+      }
+      this.#syncFailures = 0;
+      this.#nextPullAt = 0;
     })().catch((e) => {
       this.#needsSync = true;
-      log.debug("sync from {master} failed: {error}", { master, error: (e as Error).message });
+      const error = (e as Error).message;
+      const n = ++this.#syncFailures;
+      // Back off (to 10 s) and log at warning on the first failure, each new cause, then every 20th.
+      this.#nextPullAt = Date.now() + Math.min(10_000, this.t.roundMs * 2 ** Math.min(n - 1, 5));
+      const loud = n === 1 || error !== this.#lastSyncError || n % 20 === 0;
+      this.#lastSyncError = error;
+      const fields = { master, n, error };
+      if (loud) log.warn("sync from {master} failed ({n} in a row): {error}", fields);
+      else log.debug("sync from {master} failed ({n} in a row): {error}", fields);
     }).finally(() => (this.#syncing = null));
   }
 
@@ -443,11 +527,22 @@ export class ClusterNode {
         if (this.role !== "follower" || p.master !== this.session?.master || this.#syncing) {
           return { applied: false };
         }
-        const applied = await applyPush(this.ctx.log, p);
+        let applied: boolean;
+        try {
+          applied = await applyPush(this.ctx.log, p);
+        } catch (e) {
+          // A write that failed here (a full disk) is retried, and reported with backoff, by the pull.
+          log.debug("could not apply pushed event {idx}: {error}", {
+            idx: p.event.idx,
+            error: (e as Error).message,
+          });
+          applied = false;
+        }
         if (!applied) this.pull();
         return { applied };
       },
       view: () => this.view(),
+      health: () => this.health(),
       call: (nodeId, path, body) => {
         const addr = this.addressOf(nodeId);
         if (!addr) throw new NoMaster(`node ${nodeId} has no known address yet; retry in a moment`);
