@@ -224,7 +224,6 @@ describe("healing after a node's death", () => {
 
       // b comes back (same data dir, same node id): a join, so healing tries once more and places it.
       const back = await node(["--peer", `127.0.0.1:${a.port}`], {}, b.dataDir);
-      dirs.push(b.dataDir);
       s = await waitForState(
         a.url,
         (st) => ready(st, MODEL) !== null,
@@ -254,9 +253,9 @@ describe("a restarted node", () => {
       await addModel(a, MODEL, await tinyModel());
       const id = await place(a, { model_id: MODEL });
       const s = await waitForState(a.url, (st) => ready(st, MODEL) !== null, "the model serving", 120_000);
-      // deno-lint-ignore no-explicit-any
-      const runnerId =
-        Object.keys((Object.values(s.instances[id])[0] as any).shardAssignments.runnerToShard)[0];
+      const body =
+        Object.values(s.instances[id] as Record<string, { shardAssignments: { runnerToShard: object } }>)[0];
+      const runnerId = Object.keys(body.shardAssignments.runnerToShard)[0];
       expect(await b.stop()).toBe(0);
       running.splice(running.indexOf(b), 1);
       expect((await fetch(`${a.url}/instance/${id}`, { method: "DELETE" })).status).toBe(200);
