@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { waitForState, type WireState } from "../helpers/cluster.ts";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
+import { json, oneMaster, view, waitFor } from "../helpers/multinode.ts";
 
 const running: Daemon[] = [];
 const dirs: string[] = [];
@@ -261,12 +261,16 @@ describe("a restarted node", () => {
       expect((await fetch(`${a.url}/instance/${id}`, { method: "DELETE" })).status).toBe(200);
 
       const back = await node(["--peer", `127.0.0.1:${a.port}`], {}, b.dataDir);
-      await waitFor("the restarted node caught up", () => /caught up at log index/.test(back.log()), 30_000);
+      await waitFor("the restarted node caught up", async () => {
+        const [mine, master] = await Promise.all([view(back.url), view(a.url)]);
+        return mine.role === "follower" && mine.lastIdx === master.lastIdx;
+      }, 30_000);
       const st = await json<WireState>(`${back.url}/state`);
       expect(Object.keys(st.instances)).not.toContain(id);
       // Its log had the instance; it replayed it, but no runner of it was started.
       expect(back.log()).toMatch(/replayed \d+ events from the local log/);
       expect(back.log()).not.toContain(`starting runner ${runnerId}`);
+      expect(back.log()).toMatch(/caught up at log index \d+: it holds master \S+'s log/);
       expect(b.log()).toContain(`starting runner ${runnerId}`);
     },
     240_000,
