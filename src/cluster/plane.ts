@@ -7,6 +7,7 @@ import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { eq } from "drizzle-orm";
 import { kv } from "../store/schema.ts";
+import { StoreWriteError } from "../store/db.ts";
 import { AddressBook, pickTargets } from "./addresses.ts";
 import type { Discovery } from "./discovery/static-peers.ts";
 import { decide } from "./election.ts";
@@ -250,7 +251,7 @@ export class ClusterNode {
       const behind = !!m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx;
       if (!behind) this.#behindSince = null;
       else this.#behindSince ??= Date.now();
-      if ((this.#needsSync || behind) && Date.now() >= this.#nextPullAt) this.pull();
+      if (this.#needsSync || behind) this.pull();
     } else this.#behindSince = null;
     if (this.role === "master") {
       // Every node starts as its own master; only a lead that survived the election's patience is real.
@@ -403,6 +404,7 @@ export class ClusterNode {
   /** Pulls from the master until caught up; one pull at a time. */
   pull(): void {
     if (this.#syncing || this.role !== "follower") return;
+    if (Date.now() < this.#nextPullAt) return void (this.#needsSync = true);
     const master = this.session!.master;
     this.#needsSync = false;
     this.#syncing = (async () => {
@@ -441,8 +443,12 @@ export class ClusterNode {
       this.#needsSync = true;
       const error = (e as Error).message;
       const n = ++this.#syncFailures;
-      // Back off (to 10 s) and log at warning on the first failure, each new cause, then every 20th.
-      this.#nextPullAt = Date.now() + Math.min(10_000, this.t.roundMs * 2 ** Math.min(n - 1, 5));
+      // A write that failed here (a full disk) fails again at once: back off to 10 s. A network failure
+      // retries next round, since a follower that lags keeps its engines from hearing of placements.
+      // Either way, log at warning on the first failure, on each new cause, then every 20th.
+      this.#nextPullAt = e instanceof StoreWriteError
+        ? Date.now() + Math.min(10_000, this.t.roundMs * 2 ** Math.min(n - 1, 5))
+        : 0;
       const loud = n === 1 || error !== this.#lastSyncError || n % 20 === 0;
       this.#lastSyncError = error;
       const fields = { master, n, error };
