@@ -31,8 +31,8 @@ export function describeStoreError(e: unknown, path: string): string {
   }
   const full = code === "SQLITE_FULL" || code === "ENOSPC" ||
     /SQLITE_FULL|ENOSPC|database or disk is full|no space left/i.test(deepest);
-  if (full) return `cannot write ${path}: the disk is full (${code ?? "SQLITE_FULL"}: ${deepest})`;
-  return `cannot write ${path}: ${code && !deepest.includes(code) ? `${code}: ` : ""}${deepest}`;
+  const cause = `${code && !deepest.includes(code) ? `${code}: ` : ""}${deepest}`;
+  return full ? `cannot write ${path}: the disk is full (${cause})` : `cannot write ${path}: ${cause}`;
 }
 
 /** A write to the state database failed; the message names the path and the cause. */

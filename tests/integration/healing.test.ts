@@ -23,7 +23,8 @@ async function node(args: string[], env: Record<string, string> = {}, dataDir?: 
     dataDir,
     env: {
       SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"),
-      SKULK_NODE_TIMEOUT: "4",
+      // Short enough to heal quickly, long enough that a node slowed by a busy machine is not timed out.
+      SKULK_NODE_TIMEOUT: "10",
       SKULK_HEAL_RETRY: "1",
       ...env,
     },
