@@ -6,7 +6,16 @@ import type { DownloadProgress } from "./downloads.ts";
 import { downloadModelId } from "./downloads.ts";
 import type { Event, IndexedEvent } from "./events.ts";
 import { eventType } from "./events.ts";
-import { type Instance, instanceBody, type PlacementRecord, type RunnerStatus } from "./instances.ts";
+import {
+  type Instance,
+  instanceBody,
+  type PlacementRecord,
+  PlacementRecordSchema,
+  type RunnerStatus,
+} from "./instances.ts";
+
+/** The `retryAt` of a lost instance nobody has tried to place yet: due at once (the reducer reads no clock). */
+export const DUE_NOW = new Date(0).toISOString();
 
 /** A lost instance whose model healing has not placed again yet (ours: never in upstream's `/state`). */
 export interface Unplaced {
@@ -142,7 +151,19 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
         [id],
       ) => id);
       const next = deleteInstances(state, touching);
-      return { ...next, downloads: withoutKeys(next.downloads, [nodeId]) };
+      // Each instance it held is lost and due for re-placement now: whichever node is master (this one, or
+      // one elected before it acted) finds it here, so a failover between the two loses nothing.
+      const unplaced = { ...state.unplaced ?? {} };
+      for (const id of touching) {
+        unplaced[id] = {
+          instance: state.instances[id],
+          placement: state.placements?.[id] ?? PlacementRecordSchema.parse({}),
+          attempt: 0,
+          retryAt: DUE_NOW,
+          reason: `node ${nodeId} timed out`,
+        };
+      }
+      return { ...next, downloads: withoutKeys(next.downloads, [nodeId]), unplaced };
     }
     case "TracingStateChanged":
       return {

@@ -5,7 +5,13 @@
 import { describe, expect, it } from "vitest";
 import { makeEvent } from "../../src/cluster/events.ts";
 import { type Instance, instanceBody, PlacementRecordSchema } from "../../src/cluster/instances.ts";
-import { applyEvent, type ClusterState, emptyState, type Unplaced } from "../../src/cluster/state.ts";
+import {
+  applyEvent,
+  type ClusterState,
+  DUE_NOW,
+  emptyState,
+  type Unplaced,
+} from "../../src/cluster/state.ts";
 import {
   breakagesOf,
   decideHealing,
@@ -60,6 +66,29 @@ describe("the reducer keeps placement records and lost instances", () => {
     // Deleting the instance or timing out its node drops the record with it.
     expect(applyEvent(s, makeEvent("InstanceDeleted", { instanceId: id })).placements).toEqual({});
     expect(applyEvent(s, makeEvent("NodeTimedOut", { nodeId: "a" })).placements).toEqual({});
+  });
+
+  it("lists the instances a timed-out node held as lost, due at once, so any master places them", () => {
+    const s = applyEvent(
+      applyEvent(emptyState(), makeEvent("InstanceCreated", { instance: inst, placement: record })),
+      makeEvent("NodeTimedOut", { nodeId: "a" }),
+    );
+    expect(s.unplaced).toEqual({
+      [id]: { instance: inst, placement: record, attempt: 0, retryAt: DUE_NOW, reason: "node a timed out" },
+    });
+    const d = decideRetry(
+      id,
+      s.unplaced![id],
+      view([big("b"), big("c")]),
+      card,
+      NOW,
+      [],
+      BASE,
+      counterIds("r"),
+    );
+    expect(d?.action === "replace" && d.createReason).toMatch(
+      new RegExp(`^heals ${id} after node a timed out: placed on a pool of 2 .*attempt 1/5$`),
+    );
   });
 
   it("lists a lost instance until a new instance of its model is created", () => {
