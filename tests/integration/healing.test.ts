@@ -1,7 +1,7 @@
 /**
  * Healing on real nodes (three daemons on loopback): kill -9 of the node serving a model places it again
- * on a survivor (min_nodes dropped with the reason when too few remain), and a model that fits nowhere
- * is retried with backoff, gives up after a bounded number of attempts, and is placed when a node joins.
+ * on a survivor; a model that fits nowhere is retried with backoff, gives up after a bounded number of
+ * attempts, and is placed when a node joins; a restarted node starts nothing from its stale log.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { waitForState, type WireState } from "../helpers/cluster.ts";
@@ -104,34 +104,23 @@ function dump(): void {
 
 describe("healing after a node's death", () => {
   it(
-    "places a single-node model and a pool again on the survivor, saying min_nodes could not be kept",
+    "places a single-node model again on a survivor within 40 s of a kill -9, the history telling each step",
     async ({ onTestFailed }) => {
       onTestFailed(dump);
+      // The pooled variant (min_nodes kept or its shortfall recorded) is in pooled.test.ts: pools take
+      // RPC ports from the planner's band, so they run in one file, one at a time.
       const SINGLE = "skulk-test/heal-single";
-      const POOL = "skulk-test/heal-pool";
       const a = await node(["--force-master", "--no-worker"]);
       const b = await node(["--peer", `127.0.0.1:${a.port}`]);
       const c = await node(["--peer", `127.0.0.1:${a.port}`]);
       await oneMaster([a.url, b.url, c.url], 45_000);
       await addModel(a, SINGLE, await tinyModel());
-      await addModel(a, POOL, await tinyModel({ layers: 8 }));
-      await waitFor("both workers in the previews", async () => {
-        const { previews } = await json<
-          { previews: { instance_meta: string; error: string | null; node_count: number }[] }
-        >(
-          `${a.url}/instance/previews?model_id=${encodeURIComponent(POOL)}`,
-        );
-        return previews.some((p) => p.instance_meta === "LlamaRpc" && p.error === null && p.node_count === 2);
-      }, 60_000);
+      await waitFor("both workers' memory in a's view", async () => {
+        const st = await json<WireState>(`${a.url}/state`);
+        return Object.keys(st.nodeMemory ?? {}).length === 3;
+      });
       const single = await place(a, { model_id: SINGLE });
-      const pool = await place(a, { model_id: POOL, instance_meta: "LlamaRpc", min_nodes: 2 });
-      let s = await waitForState(
-        a.url,
-        (st) => ready(st, SINGLE) !== null && ready(st, POOL) !== null,
-        "both models serving",
-        120_000,
-      );
-      expect(ready(s, POOL)!.nodes.sort()).toEqual([b.nodeId, c.nodeId].sort());
+      let s = await waitForState(a.url, (st) => ready(st, SINGLE) !== null, "the model serving", 120_000);
       const victim = [b, c].find((d) => ready(s, SINGLE)!.nodes.includes(d.nodeId))!;
       const survivor = victim === b ? c : b;
 
@@ -140,45 +129,37 @@ describe("healing after a node's death", () => {
       running.splice(running.indexOf(victim), 1);
       s = await waitForState(
         a.url,
-        (st) =>
-          ready(st, SINGLE)?.id !== undefined && ready(st, SINGLE)!.id !== single &&
-          ready(st, POOL)?.id !== undefined && ready(st, POOL)!.id !== pool,
-        "both models placed again and serving",
+        (st) => ready(st, SINGLE) !== null && ready(st, SINGLE)!.id !== single,
+        "the model placed again and serving",
         40_000,
       );
       expect(ready(s, SINGLE)!.nodes).toEqual([survivor.nodeId]);
-      expect(ready(s, POOL)!.nodes).toEqual([survivor.nodeId]);
       // The engine's node learns its runner is ready from the master a moment after the master does.
-      for (const m of [SINGLE, POOL]) {
-        await waitFor(
-          `${m} answering`,
-          async () => (await chat(a, m)).status === 200,
-          killedAt + 40_000 - Date.now(),
-        );
-      }
+      await waitFor(
+        "the chat answering",
+        async () => (await chat(a, SINGLE)).status === 200,
+        killedAt + 40_000 - Date.now(),
+      );
       const recovered = Date.now() - killedAt;
-      console.log(`kill -9 to both models answering again: ${(recovered / 1000).toFixed(1)} s`);
+      console.log(`kill -9 to the model answering again: ${(recovered / 1000).toFixed(1)} s`);
       expect(recovered).toBeLessThan(40_000);
 
       // The history, on the master and (replicated) on the survivor, tells each step.
       for (const d of [a, survivor]) {
         const rows = await waitFor("the history replicated", async () => {
-          const r = [...await history(d, SINGLE), ...await history(d, POOL)];
-          return r.length === 4 ? r : null;
+          const r = await history(d, SINGLE);
+          return r.length === 2 && r[1].outcome === "running" ? r : null;
         });
-        const lost = rows.find((r) => r.id === single)!;
-        expect(lost.outcome).toBe("failed");
-        expect(lost.reason).toBe(`node ${victim.nodeId} timed out`);
-        const healed = rows.find((r) => r.model_id === SINGLE && r.id !== single)!;
-        expect(healed.outcome).toBe("running");
-        expect(healed.reason).toMatch(
+        expect(rows[0]).toMatchObject({
+          id: single,
+          outcome: "failed",
+          reason: `node ${victim.nodeId} timed out`,
+        });
+        expect(rows[1].reason).toMatch(
           new RegExp(
-            `^heals ${single} after node ${victim.nodeId} timed out: placed on one node \\(${survivor.nodeId}, MlxRing\\)`,
+            `^heals ${single} after node ${victim.nodeId} timed out: placed on one node \\(${survivor.nodeId}, MlxRing\\) without ${victim.nodeId}, attempt 1/3$`,
           ),
         );
-        const pooled = rows.find((r) => r.model_id === POOL && r.id !== pool)!;
-        expect(pooled.reason).toContain(`heals ${pool} after node ${victim.nodeId} timed out`);
-        expect(pooled.reason).toMatch(/min_nodes 2 not honoured \(as placed \(LlamaRpc, min_nodes 2\): .*\)/);
       }
     },
     300_000,
