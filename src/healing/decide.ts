@@ -108,6 +108,20 @@ export function breakagesOf(
   return [];
 }
 
+/**
+ * The nodes that can take a placement now, and those among them not in `known` (null: nothing is known
+ * yet, so nobody counts as joined). A join earns every lost instance one more try.
+ */
+export function joinedWorkers(
+  known: ReadonlySet<string> | null,
+  view: ClusterView,
+): { workers: Set<string>; joined: string[] } {
+  const workers = new Set(
+    view.nodes.filter((n) => n.reachable && n.worker && n.hasMemory).map((n) => n.nodeId),
+  );
+  return { workers, joined: known ? [...workers].filter((n) => !known.has(n)).sort() : [] };
+}
+
 /** Attempts to find a place for a lost instance's model (the first at once) before healing gives up. */
 export const MAX_PLACE_ATTEMPTS = 5;
 

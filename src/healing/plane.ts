@@ -26,6 +26,7 @@ import {
   breakagesOf,
   decideHealing,
   decideRetry,
+  joinedWorkers,
   type Lineage,
   lineageOfCreated,
   type PlacementFailure,
@@ -91,11 +92,8 @@ export class Healer implements Plane {
     }
     if (this.#retrying) return;
     const view = this.#view(this.#ctx.log.state);
-    const now = new Set(
-      view.nodes.filter((n) => n.reachable && n.worker && n.hasMemory).map((n) => n.nodeId),
-    );
-    const joined = this.#known ? [...now].filter((n) => !this.#known!.has(n)).sort() : [];
-    this.#known = now;
+    const { workers, joined } = joinedWorkers(this.#known, view);
+    this.#known = workers;
     const pending = Object.entries(this.#ctx.log.state.unplaced ?? {});
     if (pending.length === 0) return;
     this.#retrying = true;

@@ -16,6 +16,7 @@ import {
   breakagesOf,
   decideHealing,
   decideRetry,
+  joinedWorkers,
   MAX_PLACE_ATTEMPTS,
   recordOf,
   retryDelayMs,
@@ -166,6 +167,18 @@ describe("retrying a lost instance with backoff", () => {
     retryAt: at(0),
     reason: "node a timed out; healing found no place, attempt 1/5, next try at ...: anywhere: no",
     ...over,
+  });
+
+  it("counts a worker new to the view as joined, and nobody on the first look", () => {
+    expect(joinedWorkers(null, view([big("b"), big("c")]))).toEqual({
+      workers: new Set(["b", "c"]),
+      joined: [],
+    });
+    expect(joinedWorkers(new Set(["b"]), view([big("b"), big("c")])).joined).toEqual(["c"]);
+    expect(joinedWorkers(new Set(["b", "c"]), view([big("b")]))).toEqual({
+      workers: new Set(["b"]),
+      joined: [],
+    });
   });
 
   it("waits twice as long after each failed attempt", () => {
