@@ -4,7 +4,7 @@
  * Every SNAPSHOT_EVERY events the state is saved (kv `cluster.snapshot`), so a joiner needs state + tail only.
  */
 import { and, asc, eq, gt, lte } from "drizzle-orm";
-import type { Db } from "../store/db.ts";
+import { type Db, StoreWriteError } from "../store/db.ts";
 import { events, kv } from "../store/schema.ts";
 import { type Event, EventSchema, eventType, type IndexedEvent } from "./events.ts";
 import { apply, type ClusterState, emptyState } from "./state.ts";
@@ -42,7 +42,32 @@ export class EventLog {
   // Appends are serialised so indices are dense even when callers race.
   #tail: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly db: Db, private session: string) {}
+  #writeError: { message: string; at: number } | null = null;
+
+  /** `path` names the database in errors (a full disk says where). */
+  constructor(
+    private readonly db: Db,
+    private session: string,
+    private readonly path = "the state database",
+  ) {}
+
+  /** The last failed write of an event or snapshot, until a later one succeeds (health reports it). */
+  get writeError(): { message: string; at: number } | null {
+    return this.#writeError;
+  }
+
+  /** Runs a write; a failure is remembered and rethrown naming the path and its cause. */
+  async #write<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      const out = await f();
+      this.#writeError = null;
+      return out;
+    } catch (e) {
+      const err = e instanceof StoreWriteError ? e : new StoreWriteError(e, this.path);
+      this.#writeError = { message: err.message, at: Date.now() };
+      throw err;
+    }
+  }
 
   get state(): ClusterState {
     return this.#state;
@@ -109,8 +134,10 @@ export class EventLog {
   /** Follower whose history diverged or lags past the master's snapshot: start over from the snapshot. */
   reset(snap: Snapshot): Promise<void> {
     return this.#serial(async () => {
-      await this.db.delete(events);
-      await this.#saveSnapshot(snap);
+      await this.#write(async () => {
+        await this.db.delete(events);
+        await this.#saveSnapshot(snap);
+      });
       this.#state = snap.state;
       this.#lastEventId = snap.eventId;
       this.#lastSession = snap.idx >= 0 ? snap.session : null;
@@ -127,23 +154,27 @@ export class EventLog {
   async #commit(ie: IndexedEvent): Promise<IndexedEvent> {
     const before = this.#state;
     const after = apply(before, ie);
-    await this.db.insert(events).values({
-      idx: ie.idx,
-      session: ie.session,
-      type: eventType(ie.event),
-      payload: JSON.stringify(ie.event),
-      createdAt: new Date().toISOString(),
-    });
+    await this.#write(() =>
+      this.db.insert(events).values({
+        idx: ie.idx,
+        session: ie.session,
+        type: eventType(ie.event),
+        payload: JSON.stringify(ie.event),
+        createdAt: new Date().toISOString(),
+      })
+    );
     this.#state = after;
     this.#lastEventId = eventIdOf(ie.event);
     this.#lastSession = ie.session;
     if ((ie.idx + 1) % SNAPSHOT_EVERY === 0) {
-      await this.#saveSnapshot({
-        idx: ie.idx,
-        eventId: this.#lastEventId,
-        session: ie.session,
-        state: after,
-      });
+      await this.#write(() =>
+        this.#saveSnapshot({
+          idx: ie.idx,
+          eventId: this.#lastEventId,
+          session: ie.session,
+          state: after,
+        })
+      );
     }
     for (const l of this.#listeners) await l(ie, before, after);
     return ie;

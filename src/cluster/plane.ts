@@ -7,6 +7,7 @@ import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { eq } from "drizzle-orm";
 import { kv } from "../store/schema.ts";
+import { StoreWriteError } from "../store/db.ts";
 import { AddressBook, pickTargets } from "./addresses.ts";
 import type { Discovery } from "./discovery/static-peers.ts";
 import { CommitTracker, NoQuorum } from "./commit.ts";
@@ -66,6 +67,15 @@ export interface ClusterTimings {
 
 export const DEFAULT_TIMINGS: ClusterTimings = { roundMs: 500, electionTimeoutMs: 1500, fanout: 3 };
 
+/** A follower may trail the master this long (a push in flight, a pull under way) before health says so. */
+export const BEHIND_GRACE_MS = 5000;
+
+/** One reason this node is degraded (`/healthz`). */
+export interface HealthIssue {
+  code: string;
+  message: string;
+}
+
 /** A request caught between masters: the caller should retry shortly. */
 export class NoMaster extends ApiError {
   constructor(message: string) {
@@ -91,6 +101,8 @@ export interface ClusterHandle {
   sync(req: SyncRequest): Promise<SyncResponse>;
   push(p: Push): Promise<{ applied: boolean; held: number | null }>;
   view(): ClusterView;
+  /** Why this node's view of the cluster is not current (empty when it is). */
+  health(): HealthIssue[];
   /** A signed request to another node's peer route. */
   call(nodeId: string, path: string, body: unknown): Promise<unknown>;
 }
@@ -150,6 +162,15 @@ export class ClusterNode {
   readonly #commit: CommitTracker;
   /** Voting membership changes one at a time, each committed before the next (Raft's single-server rule). */
   #changing: Promise<void> | null = null;
+  readonly #caughtUp = Promise.withResolvers<void>();
+  #isCaughtUp = false;
+  /** Failed pulls in a row, and when the next may start (they back off so a full disk is not hammered). */
+  #syncFailures = 0;
+  #nextPullAt = 0;
+  #lastSyncError = "";
+  #resyncLogged = -2;
+  /** Since when this follower has trailed the master's gossiped log position (null: it does not). */
+  #behindSince: number | null = null;
 
   constructor(readonly ctx: NodeContext, readonly deps: ClusterDeps) {
     this.t = { ...DEFAULT_TIMINGS, ...deps.timings };
@@ -198,12 +219,19 @@ export class ClusterNode {
     this.#judgeMajority(Date.now());
     ctx.masterNodeId =
       () => (this.role === "master" || this.role === "follower" ? this.session!.master : null);
+    ctx.whenCaughtUp = () => this.#caughtUp.promise;
+
     ctx.submit = async (event) => {
       await this.submitAnywhere(event);
     };
     for (const d of this.deps.discovery) {
       await d.start((a) => this.book.add(a, d.name === "mdns" ? "mdns" : "static"));
     }
+    // A node with no way to find a peer (no static peer, no mDNS: it binds loopback or has it off) leads
+    // alone from the start: there is no other log to catch up with.
+    const mdns = this.deps.discovery.some((d) => d.name === "mdns") && !!this.deps.apiAddress &&
+      !this.deps.apiAddress.startsWith("127.");
+    if (this.book.all().length === 0 && !mdns) this.#markCaughtUp("it has no peer to follow");
     this.#timer = setInterval(() => {
       if (!this.#round) this.#round = this.tick().finally(() => (this.#round = null));
     }, this.t.roundMs);
@@ -269,13 +297,80 @@ export class ClusterNode {
     await this.elect(Date.now());
     if (this.role === "follower") {
       const m = this.gossipState.status(this.session!.master)?.status;
-      if (this.#needsSync || (m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx)) this.pull();
-    }
+      const behind = !!m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx;
+      if (!behind) this.#behindSince = null;
+      else this.#behindSince ??= Date.now();
+      if (this.#needsSync || behind) this.pull();
+    } else this.#behindSince = null;
     if (this.role === "master") {
+      // Every node starts as its own master; only a lead that survived the election's patience is real.
+      if (!this.#isCaughtUp && Date.now() - this.#masterSince >= 2 * this.t.electionTimeoutMs) {
+        this.#markCaughtUp("it leads the cluster");
+      }
       await this.#collectAcks(Date.now());
       this.#admitFollowers(Date.now());
       this.#checkLiveness(Date.now());
     }
+  }
+
+  /**
+   * Why this node's view of the cluster cannot be trusted right now (empty when it can): no master, a
+   * master it cannot reach, a log behind the master's, or failing syncs.
+   */
+  health(now = Date.now()): HealthIssue[] {
+    const out: HealthIssue[] = [];
+    if (!this.session) {
+      out.push({ code: "no_master", message: "no master: the cluster is electing one" });
+      return out;
+    }
+    if (this.role === "candidate") {
+      out.push({ code: "no_quorum", message: `no master: ${this.#noMajority()}` });
+    }
+    if (this.role === "follower") {
+      const master = this.session.master;
+      const heard = this.gossipState.status(master);
+      const silent = heard ? now - heard.receivedAt : null;
+      if (silent === null || silent > this.t.electionTimeoutMs) {
+        out.push({
+          code: "master_unreachable",
+          message: silent === null
+            ? `cannot reach master ${master}: not heard from yet`
+            : `cannot reach master ${master}: not heard from for ${(silent / 1000).toFixed(1)} s`,
+        });
+      }
+      const gap = (heard?.status.lastIdx ?? -1) - this.ctx.log.state.lastEventAppliedIdx;
+      if (gap > 0 && this.#behindSince !== null && now - this.#behindSince >= BEHIND_GRACE_MS) {
+        out.push({
+          code: "behind_master",
+          message: `behind master ${master}'s log by ${gap} event(s) for ${
+            ((now - this.#behindSince) / 1000).toFixed(1)
+          } s`,
+        });
+      }
+      if (this.#syncFailures > 0) {
+        out.push({
+          code: "sync_failing",
+          message:
+            `${this.#syncFailures} sync(s) from master ${master} failed in a row: ${this.#lastSyncError}`,
+        });
+      }
+    }
+    if (!this.#isCaughtUp) {
+      out.push({ code: "catching_up", message: "catching up with the master's log after start" });
+    }
+    return out;
+  }
+
+  /** True once this node's state may be acted on (see NodeContext.whenCaughtUp). */
+  get caughtUp(): boolean {
+    return this.#isCaughtUp;
+  }
+
+  #markCaughtUp(why: string): void {
+    if (this.#isCaughtUp) return;
+    this.#isCaughtUp = true;
+    log.info("caught up at log index {idx}: {why}", { idx: this.ctx.log.state.lastEventAppliedIdx, why });
+    this.#caughtUp.resolve();
   }
 
   async exchange(address: string): Promise<void> {
@@ -471,6 +566,7 @@ export class ClusterNode {
   /** Pulls from the master until caught up; one pull at a time. */
   pull(): void {
     if (this.#syncing || this.role !== "follower") return;
+    if (Date.now() < this.#nextPullAt) return void (this.#needsSync = true);
     const master = this.session!.master;
     this.#needsSync = false;
     this.#syncing = (async () => {
@@ -483,16 +579,43 @@ export class ClusterNode {
         };
         const res = SyncResponseSchema.parse(await this.deps.transport(addr, "sync", req, 10_000));
         if (res.snapshot) {
-          log.info("resynchronising from master {master}'s snapshot at {idx}", {
-            master,
-            idx: res.snapshot.idx,
-          });
+          // Once per snapshot: a follower that cannot apply it would otherwise repeat this every round.
+          const first = res.snapshot.idx !== this.#resyncLogged;
+          this.#resyncLogged = res.snapshot.idx;
+          const fields = { master, idx: res.snapshot.idx };
+          if (first) log.info("resynchronising from master {master}'s snapshot at {idx}", fields);
+          else log.debug("resynchronising from master {master}'s snapshot at {idx}", fields);
         }
-        if (!(await applySync(this.ctx.log, res))) break;
+        if (!(await applySync(this.ctx.log, res))) {
+          if (this.ctx.log.state.lastEventAppliedIdx >= res.lastIdx) {
+            this.#markCaughtUp(`it holds master ${master}'s log`);
+          }
+          break;
+        }
       }
+      if (this.#syncFailures > 0) {
+        log.info("sync from {master} works again after {n} failed attempt(s)", {
+          master,
+          n: this.#syncFailures,
+        });
+      }
+      this.#syncFailures = 0;
+      this.#nextPullAt = 0;
     })().catch((e) => {
       this.#needsSync = true;
-      log.debug("sync from {master} failed: {error}", { master, error: (e as Error).message });
+      const error = (e as Error).message;
+      const n = ++this.#syncFailures;
+      // A write that failed here (a full disk) fails again at once: back off to 10 s. A network failure
+      // retries next round, since a follower that lags keeps its engines from hearing of placements.
+      // Either way, log at warning on the first failure, on each new cause, then every 20th.
+      this.#nextPullAt = e instanceof StoreWriteError
+        ? Date.now() + Math.min(10_000, this.t.roundMs * 2 ** Math.min(n - 1, 5))
+        : 0;
+      const loud = n === 1 || error !== this.#lastSyncError || n % 20 === 0;
+      this.#lastSyncError = error;
+      const fields = { master, n, error };
+      if (loud) log.warn("sync from {master} failed ({n} in a row): {error}", fields);
+      else log.debug("sync from {master} failed ({n} in a row): {error}", fields);
     }).finally(() => (this.#syncing = null));
   }
 
@@ -610,7 +733,17 @@ export class ClusterNode {
         if (this.role !== "follower" || p.master !== this.session?.master || this.#syncing) {
           return { applied: false, held: null };
         }
-        const applied = await applyPush(this.ctx.log, p);
+        let applied: boolean;
+        try {
+          applied = await applyPush(this.ctx.log, p);
+        } catch (e) {
+          // A write that failed here (a full disk) is retried, and reported with backoff, by the pull.
+          log.debug("could not apply pushed event {idx}: {error}", {
+            idx: p.event.idx,
+            error: (e as Error).message,
+          });
+          applied = false;
+        }
         // Held only when the event at that index is the master's (an older push may meet a diverged tail).
         const held = applied && (await this.ctx.log.eventIdAt(p.event.idx)) === eventIdOf(p.event.event)
           ? p.event.idx
@@ -619,6 +752,7 @@ export class ClusterNode {
         return { applied, held };
       },
       view: () => this.view(),
+      health: () => this.health(),
       call: (nodeId, path, body) => {
         const addr = this.addressOf(nodeId);
         if (!addr) throw new NoMaster(`node ${nodeId} has no known address yet; retry in a moment`);

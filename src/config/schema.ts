@@ -216,6 +216,13 @@ export const SETTINGS = {
     schema: seconds,
     default: 3,
   }),
+  /** Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts). */
+  healRetryBase: setting({
+    key: "cluster.heal_retry_seconds",
+    env: "SKULK_HEAL_RETRY",
+    schema: seconds,
+    default: 5,
+  }),
   logLevel: setting({
     key: "logging.level",
     flag: "logLevel",

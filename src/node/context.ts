@@ -33,6 +33,12 @@ export interface NodeContext {
    * otherwise). Every plane emits events through here, never through `log.append` directly.
    */
   submit(event: Event): Promise<void>;
+  /**
+   * Settles once this node's state can be acted on: it caught up with the master's log, or it leads
+   * (alone, or after the election settled). Until then a restarted node's own log may be stale, so the
+   * worker starts nothing from it. Without a cluster plane it is settled from the start.
+   */
+  whenCaughtUp(): Promise<void>;
   /** This node's runners (absent on a node started with --no-worker). */
   worker?: {
     runner(runnerId: string): LocalRunner | undefined;

@@ -64,6 +64,8 @@ export class Worker implements Plane {
   readonly #ports = new PortAllocator();
   #ctx!: NodeContext;
   #stopped = false;
+  /** False until the cluster plane says this node's state is current: a stale log starts nothing. */
+  #caughtUp = false;
   #vad: VadHost | null = null;
 
   runner(runnerId: string): LocalRunner | undefined {
@@ -79,7 +81,10 @@ export class Worker implements Plane {
     const reaped = await reapOrphans(ctx.store.db);
     if (reaped > 0) log.warn("reaped {n} engine(s) left by a crashed daemon", { n: reaped });
     ctx.log.onApplied(() => this.reconcile());
-    this.reconcile();
+    void ctx.whenCaughtUp().then(() => {
+      this.#caughtUp = true;
+      this.reconcile();
+    });
   }
 
   async stop(): Promise<void> {
@@ -106,7 +111,7 @@ export class Worker implements Plane {
 
   /** Runs the plan against the current state. Synchronous: actions start work and return at once. */
   reconcile(): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.#caughtUp) return;
     const local = this.runners().map((r) => ({
       runnerId: r.runnerId,
       instanceId: r.instanceId,
@@ -135,6 +140,10 @@ export class Worker implements Plane {
       abort: new AbortController(),
     };
     this.#runners.set(a.runnerId, runner);
+    log.info("starting runner {runnerId} of instance {instanceId}", {
+      runnerId: a.runnerId,
+      instanceId: a.instanceId,
+    });
     void this.#startRunner(runner, a.instance, a.shard);
   }
 
