@@ -8,7 +8,7 @@ import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { apiKeyAuth } from "./auth.ts";
 import type { ApiEnv } from "./env.ts";
-import { ApiError, envelope, errorResponse, toApiError } from "./errors.ts";
+import { envelope, errorResponse, toApiError } from "./errors.ts";
 import { bodyGuards, noSniff, originGuards } from "./guards.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
