@@ -5,7 +5,7 @@
  * Skips only when this machine cannot create network namespaces (not root, or no kernel support).
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { localCardWire, registerCard, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { allVoters, eventIds, json, oneMaster, sameLog, view, waitFor } from "../helpers/multinode.ts";
@@ -164,6 +164,10 @@ describe.skipIf(!available)("cluster in network namespaces", () => {
         await new Promise((r) => setTimeout(r, 150));
       }
     };
+    // POST /instance serves catalogue models only: both cards are known everywhere before the cut.
+    const cardB = localCardWire("skulk-test/quorum-b", gguf);
+    const cardCut = localCardWire("skulk-test/quorum-cut", gguf);
+    for (const card of [cardB, cardCut]) await registerCard(nodes, card);
     const load = [client(cut), client(c)];
     await waitFor("a few acknowledged writes before the cut", () => acked.length >= 6);
 
@@ -171,11 +175,11 @@ describe.skipIf(!available)("cluster in network namespaces", () => {
     phase.cutAt = Date.now();
     // The majority elects a master of its own and takes writes; the cut-off master takes none.
     await oneMaster([b.url, c.url], 20_000);
-    const placedOnB = singleNodeInstance(b.nodeId, localCardWire("skulk-test/quorum-b", gguf));
+    const placedOnB = singleNodeInstance(b.nodeId, cardB);
     const viaMajority = await post(c, "/instance", { instance: placedOnB }) as { command_id: string } | null;
     expect(viaMajority, "a placement through the majority is acknowledged").not.toBeNull();
     acked.push(viaMajority!.command_id);
-    const placedOnCut = singleNodeInstance(cut.nodeId, localCardWire("skulk-test/quorum-cut", gguf));
+    const placedOnCut = singleNodeInstance(cut.nodeId, cardCut);
     const viaCut = await post(cut, "/instance", { instance: placedOnCut });
     expect(viaCut, "a placement through the cut-off master is refused").toBeNull();
     const cutRefusal = answers.at(-1)!;
