@@ -7,7 +7,9 @@ import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
 import { findEspeak } from "../engines/espeak.ts";
 import { findSherpaOnnx, HOST_SUBCOMMAND } from "../engines/sherpa/engine.ts";
+import { SUPERVISE_SUBCOMMAND } from "../engines/lifeline.ts";
 import { runSherpaHost } from "../engines/sherpa/host.ts";
+import { runSupervisor } from "../engines/supervise.ts";
 import { findWhisperServer } from "../engines/whisper-server.ts";
 import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
@@ -77,6 +79,21 @@ export function registerEngine(program: Command): void {
         throw new CliError(`--config is not JSON: ${(e as Error).message}`, 2);
       }
       await runSherpaHost(config);
+    });
+  // The engine watchdog (src/engines/lifeline.ts) where no parent-death signal exists (macOS): the same
+  // executable, so a compiled binary needs nothing else. Hidden: the node starts it around an engine.
+  engine.command(SUPERVISE_SUBCOMMAND[1], { hidden: true })
+    .description("run an engine and kill it when the node that started it dies (started by the node)")
+    .option("--grace-ms <ms>", "how long the engine gets between SIGTERM and SIGKILL", "5000")
+    .argument("<engine...>", "the engine's command line, after --")
+    .action(async (argv: string[], flags: { graceMs: string }) => {
+      const graceMs = Number(flags.graceMs);
+      if (!Number.isFinite(graceMs) || graceMs < 0) {
+        throw new CliError("--grace-ms must be a number of ms", 2);
+      }
+      const code = await runSupervisor(argv, graceMs);
+      // The watchdog's stdin reader would keep the program alive; the engine's status is the answer.
+      Deno.exit(code);
     });
   engine.command("build")
     .description(

@@ -6,6 +6,7 @@ import { eq } from "drizzle-orm";
 import { logger } from "../log/mod.ts";
 import type { Db } from "../store/db.ts";
 import { engineProcesses } from "../store/schema.ts";
+import { isOurs } from "./lifeline.ts";
 import type { EngineSpec, ProcessRegistry } from "./process.ts";
 
 const log = logger("engines");
@@ -15,18 +16,18 @@ export function sqliteRegistry(
   owner: { instanceId?: string; runnerId?: string; port?: number } = {},
 ): ProcessRegistry {
   return {
-    record: async (pid: number, spec: EngineSpec) => {
+    record: async (pid: number, spec: EngineSpec, launched: string[]) => {
       await db.insert(engineProcesses).values({
         pid,
         kind: spec.kind,
         instanceId: owner.instanceId ?? null,
         runnerId: owner.runnerId ?? null,
         port: owner.port ?? null,
-        command: JSON.stringify([spec.bin, ...spec.args]),
+        command: JSON.stringify(launched),
         startedAt: new Date().toISOString(),
       }).onConflictDoUpdate({
         target: engineProcesses.pid,
-        set: { kind: spec.kind, command: JSON.stringify([spec.bin, ...spec.args]) },
+        set: { kind: spec.kind, command: JSON.stringify(launched) },
       });
     },
     forget: async (pid: number) => {
@@ -49,9 +50,9 @@ export async function reapOrphans(db: Db): Promise<number> {
   let reaped = 0;
   for (const row of rows) {
     const recorded = JSON.parse(row.command) as string[];
-    const running = commandLine(row.pid);
-    // Only a process running the very binary we recorded is ours; a reused pid is left alone.
-    if (running && running[0] === recorded[0]) {
+    // Only a process running the very command we launched (or the engine its wrapper exec'd) is ours; a
+    // reused pid is left alone. Killing a watchdog makes it take its engine along.
+    if (isOurs(recorded, commandLine(row.pid))) {
       log.warn("reaping orphaned {kind} (pid {pid}) left by a previous daemon", {
         kind: row.kind,
         pid: row.pid,
