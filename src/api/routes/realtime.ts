@@ -9,6 +9,7 @@ import { EnergyVad } from "../../audio/vad.ts";
 import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
+import { forwardDeadlines, NodePulse } from "../../serving/forward.ts";
 import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { ApiEnv } from "../env.ts";
@@ -132,17 +133,45 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
       encodeURIComponent(c.var.node.nodeId)
     }`,
   );
+  // The session's end when the driving node fails: one error event naming it, then close 1011.
+  const fail = (message: string) => {
+    pulse.stop();
+    if (socket.readyState === WebSocket.OPEN) {
+      socket.send(JSON.stringify({
+        type: "error",
+        event_id: `event_${crypto.randomUUID()}`,
+        error: { type: "server_error", code: "node_unreachable", message, param: null, event_id: null },
+      }));
+      socket.close(CLOSE.engineFailed, `node ${nodeId} failed`);
+    }
+    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
+  };
+  const pulse = new NodePulse(nodeId, address, forwardDeadlines(c.var.node), (e) => fail(e.message));
   const pending: string[] = [];
-  upstream.onopen = () => pending.splice(0).forEach((m) => upstream.send(m));
-  upstream.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
-  upstream.onclose = (e) =>
-    socket.readyState === WebSocket.OPEN && socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
+  upstream.onopen = () => {
+    pulse.touch();
+    pending.splice(0).forEach((m) => upstream.send(m));
+  };
+  upstream.onmessage = (e) => {
+    pulse.touch();
+    if (socket.readyState === WebSocket.OPEN) socket.send(e.data);
+  };
+  upstream.onclose = (e) => {
+    pulse.stop();
+    // 1006: the connection ended without a close frame: the node went away (killed, cut off).
+    if (e.code === 1006) {
+      return fail(`node ${nodeId} (${address}) that drives ${model} went away during the session`);
+    }
+    if (socket.readyState === WebSocket.OPEN) socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
+  };
   upstream.onerror = () =>
-    socket.readyState === WebSocket.OPEN &&
-    socket.close(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
+    fail(`node ${nodeId} (${address}) that drives ${model} did not accept the session`);
   socket.onmessage = (
     e,
   ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
-  socket.onclose = () => upstream.readyState <= WebSocket.OPEN && upstream.close();
+  socket.onclose = () => {
+    pulse.stop();
+    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
+  };
   return response;
 }
