@@ -1,0 +1,149 @@
+/**
+ * What a node's death or freeze does to its engines and to requests through other nodes, with real
+ * daemons and the real llama-server: engines die with a daemon killed by kill -9; a forward to a stopped
+ * node fails with a 503 naming it within its deadline; a stream cut by the serving node's death ends
+ * with one error event.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { queryReadOnly } from "../../src/store/readonly.ts";
+import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { type Daemon, startDaemon } from "../helpers/daemon.ts";
+import { engineBinary, tinyModel } from "../helpers/models.ts";
+import { oneMaster, waitFor } from "../helpers/multinode.ts";
+
+const MODEL = "skulk-test/death-tiny";
+const running: Daemon[] = [];
+const stopped = new Set<number>();
+afterEach(async () => {
+  for (const pid of stopped) {
+    try {
+      Deno.kill(pid, "SIGCONT");
+    } catch { /* gone */ }
+  }
+  stopped.clear();
+  await Promise.all(running.splice(0).map((d) => d.kill()));
+});
+
+async function node(args: string[] = [], env: Record<string, string> = {}): Promise<Daemon> {
+  const d = await startDaemon({
+    args: ["--no-mdns", ...args],
+    env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_LLAMA_THREADS: "1", ...env },
+    timeoutMs: 60_000,
+  });
+  running.push(d);
+  return d;
+}
+
+/** Places the tiny model on `on` through `via`, and waits until `via` sees it ready. */
+async function place(via: Daemon, on: Daemon, ctx = 2048): Promise<void> {
+  const instance = singleNodeInstance(on.nodeId, localCardWire(MODEL, await tinyModel()), ctx);
+  const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+  const res = await fetch(`${via.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+  expect(res.status).toBe(200);
+  await waitForState(via.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner to be ready");
+}
+
+async function recorded(d: Daemon, kind: string): Promise<{ pid: number; command: string[] }[]> {
+  const { rows } = await queryReadOnly(
+    `${d.dataDir}/skulk.db`,
+    "SELECT pid, command FROM engine_processes WHERE kind = ?",
+    [kind],
+  );
+  return rows.map((r) => ({ pid: Number(r.pid), command: JSON.parse(String(r.command)) }));
+}
+
+/** The engine's own pid: the recorded one, or the watchdog's child. */
+function enginePid(rec: { pid: number; command: string[] }): number {
+  if (!rec.command.includes("supervise")) return rec.pid;
+  const children = Deno.readTextFileSync(`/proc/${rec.pid}/task/${rec.pid}/children`).trim().split(/\s+/);
+  return Number(children[0]);
+}
+
+describe.each(["auto", "supervise"])("a daemon killed with kill -9 (engine_lifeline %s)", (lifeline) => {
+  it("takes its llama-server with it within seconds", async () => {
+    const a = await node(["--force-master"], { SKULK_ENGINE_LIFELINE: lifeline });
+    await place(a, a);
+    const [rec] = await recorded(a, "llama-server");
+    expect(rec.command.join(" ")).toMatch(
+      lifeline === "auto" ? /setpriv --pdeathsig KILL --/ : /engine supervise/,
+    );
+    const engine = enginePid(rec);
+    expect(Deno.readTextFileSync(`/proc/${engine}/cmdline`)).toContain("llama-server");
+    const killedAt = Date.now();
+    // Engines are left to the lifeline: the harness must not clean them up itself.
+    await a.kill({ orphanEngines: true });
+    await waitFor("the llama-server to die with its daemon", () => !pidAlive(engine), 10_000, 20);
+    const ms = Date.now() - killedAt;
+    console.log(`lifeline ${lifeline}: llama-server gone ${ms} ms after its daemon's kill -9`);
+    expect(ms).toBeLessThan(5000);
+  }, 240_000);
+});
+
+describe("forwarding to a node that fails", () => {
+  const deadlines = { SKULK_FORWARD_CONNECT_TIMEOUT: "1", SKULK_FORWARD_SILENCE_TIMEOUT: "3" };
+
+  async function pair(): Promise<{ a: Daemon; b: Daemon }> {
+    const a = await node(["--force-master"], deadlines);
+    const b = await node(["--peer", `127.0.0.1:${a.port}`]);
+    expect(await oneMaster([a.url, b.url])).toBe(a.nodeId);
+    await place(a, b);
+    return { a, b };
+  }
+
+  it("answers 503 naming a stopped serving node within the deadline", async () => {
+    const { a, b } = await pair();
+    Deno.kill(b.pid, "SIGSTOP");
+    stopped.add(b.pid);
+    const started = Date.now();
+    const res = await fetch(`${a.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }),
+      signal: AbortSignal.timeout(60_000),
+    });
+    const ms = Date.now() - started;
+    expect(res.status).toBe(503);
+    const message = (await res.json()).error.message as string;
+    expect(message).toContain(`node ${b.nodeId} (127.0.0.1:${b.port})`);
+    expect(message).toMatch(/did not answer/);
+    console.log(`503 after ${ms} ms: ${message}`);
+    expect(ms).toBeLessThan(10_000);
+  }, 240_000);
+
+  it("ends a stream whose serving node dies mid-way with exactly one error event", async () => {
+    const { a, b } = await pair();
+    const res = await fetch(`${a.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({
+        model: MODEL,
+        messages: [{ role: "user", content: "Hi" }],
+        max_tokens: 2000,
+        ignore_eos: true,
+        stream: true,
+      }),
+      signal: AbortSignal.timeout(120_000),
+    });
+    expect(res.status).toBe(200);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    let killed = false;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += value;
+      if (!killed && text.includes('"content"')) {
+        killed = true;
+        await b.kill();
+      }
+    }
+    expect(killed).toBe(true);
+    const events = text.split("\n\n").filter((e) => e.startsWith("data: "));
+    const errors = events.filter((e) => e.startsWith('data: {"error"'));
+    expect(errors).toHaveLength(1);
+    const error = JSON.parse(errors[0].slice(6)).error;
+    expect(error.message).toContain(`node ${b.nodeId} (127.0.0.1:${b.port})`);
+    // The error is the last event before [DONE]: no chunk claims the answer finished.
+    expect(events.at(-2)).toBe(errors[0]);
+    expect(events.at(-1)).toBe("data: [DONE]");
+    expect(text).not.toMatch(/"finish_reason":"(stop|length)"/);
+  }, 240_000);
+});
