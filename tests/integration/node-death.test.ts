@@ -10,6 +10,7 @@ import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } 
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { oneMaster, waitFor } from "../helpers/multinode.ts";
+import { tinyWhisperModel, whisperCardWire, whisperServerBinary } from "../helpers/speech.ts";
 
 const MODEL = "skulk-test/death-tiny";
 const running: Daemon[] = [];
@@ -146,4 +147,58 @@ describe("forwarding to a node that fails", () => {
     expect(events.at(-1)).toBe("data: [DONE]");
     expect(text).not.toMatch(/"finish_reason":"(stop|length)"/);
   }, 240_000);
+});
+
+describe("a realtime session proxied to a node that fails", () => {
+  const STT = "skulk-test/death-whisper";
+
+  it.each(["SIGSTOP", "SIGKILL"] as const)(
+    "ends with one error event naming the node and close 1011 when it gets %s",
+    async (signal) => {
+      const env = { SKULK_WHISPER_SERVER_BIN: await whisperServerBinary() };
+      const a = await node(["--force-master"], env);
+      const b = await node(["--peer", `127.0.0.1:${a.port}`], {
+        ...env,
+        SKULK_FORWARD_CONNECT_TIMEOUT: "1",
+        SKULK_FORWARD_SILENCE_TIMEOUT: "3",
+      });
+      expect(await oneMaster([a.url, b.url])).toBe(a.nodeId);
+      const instance = singleNodeInstance(a.nodeId, whisperCardWire(STT, await tinyWhisperModel()));
+      const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+      const res = await fetch(`${b.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
+      expect(res.status).toBe(200);
+      await waitForState(b.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the whisper runner ready");
+      await waitFor("b to know a's address", async () => {
+        const r = await fetch(`${b.url}/v1/audio/voices?model=${STT}`);
+        await r.body?.cancel();
+        return r.status !== 503;
+      });
+      const ws = new WebSocket(`${b.url.replace("http", "ws")}/v1/realtime?model=${STT}`);
+      const seen: { type: string; code?: string; message?: string }[] = [];
+      let failedAt = 0;
+      const closed = new Promise<number>((resolve) => (ws.onclose = (e) => resolve(e.code)));
+      ws.onmessage = (e) => {
+        const ev = JSON.parse(e.data);
+        seen.push({ type: ev.type, code: ev.error?.code, message: ev.error?.message });
+        if (ev.type === "session.created") {
+          failedAt = Date.now();
+          if (signal === "SIGSTOP") stopped.add(a.pid);
+          Deno.kill(a.pid, signal);
+        }
+      };
+      const code = await closed;
+      const ms = Date.now() - failedAt;
+      expect(code).toBe(1011);
+      const errors = seen.filter((e) => e.type === "error");
+      expect(errors).toHaveLength(1);
+      expect(errors[0].code).toBe("node_unreachable");
+      expect(errors[0].message).toContain(`node ${a.nodeId} (127.0.0.1:${a.port})`);
+      expect(errors[0].message).toMatch(
+        signal === "SIGSTOP" ? /stopped answering/ : /went away during the session/,
+      );
+      console.log(`realtime, serving node ${signal}: closed 1011 after ${ms} ms: ${errors[0].message}`);
+      expect(ms).toBeLessThan(signal === "SIGSTOP" ? 10_000 : 3_000);
+    },
+    240_000,
+  );
 });

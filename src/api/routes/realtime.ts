@@ -148,7 +148,9 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
   };
   const pulse = new NodePulse(nodeId, address, forwardDeadlines(c.var.node), (e) => fail(e.message));
   const pending: string[] = [];
+  let opened = false;
   upstream.onopen = () => {
+    opened = true;
     pulse.touch();
     pending.splice(0).forEach((m) => upstream.send(m));
   };
@@ -165,7 +167,11 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
     if (socket.readyState === WebSocket.OPEN) socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
   };
   upstream.onerror = () =>
-    fail(`node ${nodeId} (${address}) that drives ${model} did not accept the session`);
+    fail(
+      `node ${nodeId} (${address}) that drives ${model} ${
+        opened ? "went away during the session" : "did not accept the session"
+      }`,
+    );
   socket.onmessage = (
     e,
   ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
