@@ -121,14 +121,21 @@ export async function fetchWithDeadlines(
   const onOuterAbort = () => abort.abort(outer?.reason);
   if (outer?.aborted) onOuterAbort();
   outer?.addEventListener("abort", onOuterAbort);
-  const pulse = new NodePulse(target.nodeId, target.address, deadlines, (e) => abort.abort(e));
+  // Aborting a fetch does not always fail a body read already waiting on a frozen peer (seen with Deno
+  // 2.9), so every wait also races the silence itself.
+  const silence = Promise.withResolvers<never>();
+  silence.promise.catch(() => undefined);
+  const pulse = new NodePulse(target.nodeId, target.address, deadlines, (e) => {
+    silence.reject(e);
+    abort.abort(e);
+  });
   const end = () => {
     pulse.stop();
     outer?.removeEventListener("abort", onOuterAbort);
   };
   let res: Response;
   try {
-    res = await fetch(url, { ...init, signal: abort.signal });
+    res = await Promise.race([fetch(url, { ...init, signal: abort.signal }), silence.promise]);
   } catch (e) {
     end();
     throw abort.signal.reason instanceof NodeSilent ? abort.signal.reason : e;
@@ -144,7 +151,7 @@ export async function fetchWithDeadlines(
     async pull(controller) {
       try {
         pulse.waiting(true);
-        const { done, value } = await reader.read();
+        const { done, value } = await Promise.race([reader.read(), silence.promise]);
         pulse.waiting(false);
         if (done) {
           end();
@@ -155,6 +162,7 @@ export async function fetchWithDeadlines(
         controller.enqueue(value);
       } catch (e) {
         end();
+        void reader.cancel(e).catch(() => undefined);
         controller.error(abort.signal.reason instanceof NodeSilent ? abort.signal.reason : e);
       }
     },

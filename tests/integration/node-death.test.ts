@@ -110,43 +110,52 @@ describe("forwarding to a node that fails", () => {
     expect(ms).toBeLessThan(10_000);
   }, 240_000);
 
-  it("ends a stream whose serving node dies mid-way with exactly one error event", async () => {
-    const { a, b } = await pair();
-    const res = await fetch(`${a.url}/v1/chat/completions`, {
-      method: "POST",
-      body: JSON.stringify({
-        model: MODEL,
-        messages: [{ role: "user", content: "Hi" }],
-        max_tokens: 2000,
-        ignore_eos: true,
-        stream: true,
-      }),
-      signal: AbortSignal.timeout(120_000),
-    });
-    expect(res.status).toBe(200);
-    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-    let text = "";
-    let killed = false;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      text += value;
-      if (!killed && text.includes('"content"')) {
-        killed = true;
-        await b.kill();
+  it.each(["SIGKILL", "SIGSTOP"] as const)(
+    "ends a stream whose serving node gets %s mid-way with exactly one error event",
+    async (signal) => {
+      const { a, b } = await pair();
+      const res = await fetch(`${a.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({
+          model: MODEL,
+          messages: [{ role: "user", content: "Hi" }],
+          max_tokens: 2000,
+          ignore_eos: true,
+          stream: true,
+        }),
+        signal: AbortSignal.timeout(120_000),
+      });
+      expect(res.status).toBe(200);
+      const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+      let text = "";
+      let failedAt = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += value;
+        if (!failedAt && text.includes('"content"')) {
+          failedAt = Date.now();
+          if (signal === "SIGSTOP") stopped.add(b.pid);
+          Deno.kill(b.pid, signal);
+        }
       }
-    }
-    expect(killed).toBe(true);
-    const events = text.split("\n\n").filter((e) => e.startsWith("data: "));
-    const errors = events.filter((e) => e.startsWith('data: {"error"'));
-    expect(errors).toHaveLength(1);
-    const error = JSON.parse(errors[0].slice(6)).error;
-    expect(error.message).toContain(`node ${b.nodeId} (127.0.0.1:${b.port})`);
-    // The error is the last event before [DONE]: no chunk claims the answer finished.
-    expect(events.at(-2)).toBe(errors[0]);
-    expect(events.at(-1)).toBe("data: [DONE]");
-    expect(text).not.toMatch(/"finish_reason":"(stop|length)"/);
-  }, 240_000);
+      const ms = Date.now() - failedAt;
+      expect(failedAt).toBeGreaterThan(0);
+      const events = text.split("\n\n").filter((e) => e.startsWith("data: "));
+      const errors = events.filter((e) => e.startsWith('data: {"error"'));
+      expect(errors).toHaveLength(1);
+      const error = JSON.parse(errors[0].slice(6)).error;
+      expect(error.message).toContain(`node ${b.nodeId} (127.0.0.1:${b.port})`);
+      console.log(`stream, serving node ${signal}: error event after ${ms} ms: ${error.message}`);
+      // The error is the last event before [DONE]: no chunk claims the answer finished.
+      expect(events.at(-2)).toBe(errors[0]);
+      expect(events.at(-1)).toBe("data: [DONE]");
+      expect(text).not.toMatch(/"finish_reason":"(stop|length)"/);
+      // Killed: at once; frozen: after the 3 s silence deadline set above.
+      expect(ms).toBeLessThan(signal === "SIGKILL" ? 3000 : 10_000);
+    },
+    240_000,
+  );
 });
 
 describe("a realtime session proxied to a node that fails", () => {
