@@ -4,6 +4,7 @@
  * answering fails the request with its id and address, and an event stream that loses it ends with one
  * error event. A header marks forwarded requests so a request is never forwarded twice.
  */
+import type { Config } from "../config/schema.ts";
 import type { NodeContext } from "../node/context.ts";
 import { sseErrorEvent } from "./chat-stream.ts";
 
@@ -17,7 +18,9 @@ export interface ForwardDeadlines {
   silenceMs: number;
 }
 
-export function forwardDeadlines(ctx: NodeContext): ForwardDeadlines {
+export function forwardDeadlines(
+  ctx: { config: Pick<Config, "forwardConnectTimeout" | "forwardSilenceTimeout"> },
+): ForwardDeadlines {
   return {
     connectMs: ctx.config.forwardConnectTimeout * 1000,
     silenceMs: ctx.config.forwardSilenceTimeout * 1000,

@@ -9,7 +9,7 @@ import { EnergyVad } from "../../audio/vad.ts";
 import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
-import { forwardDeadlines, NodePulse } from "../../serving/forward.ts";
+import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/forward.ts";
 import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { ApiEnv } from "../env.ts";
@@ -115,25 +115,19 @@ realtimeRoutes.get("/v1/realtime", (c) => {
   return response;
 });
 
-/** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
-function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Response {
-  if (c.req.query("forwarded_by")) {
-    throw new ApiError(
-      503,
-      `realtime request was forwarded here by ${
-        c.req.query("forwarded_by")
-      }, but this node does not drive ${model}`,
-    );
-  }
-  const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
-  if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
-  const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
-  const upstream = new WebSocket(
-    `ws://${address}/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
-      encodeURIComponent(c.var.node.nodeId)
-    }`,
-  );
-  // The session's end when the driving node fails: one error event naming it, then close 1011.
+/**
+ * The driving node's side of a proxied session: its events relayed to the client, the client's messages
+ * held in `pending` until it opens, its closes mirrored; when the node fails (refuses the session, goes
+ * away, or falls silent past the forward deadlines) the client gets one error event naming it and close 1011.
+ */
+function relayFromNode(
+  socket: WebSocket,
+  upstream: WebSocket,
+  pending: string[],
+  node: { nodeId: string; address: string; model: string },
+  deadlines: ForwardDeadlines,
+): void {
+  const { nodeId, address, model } = node;
   const fail = (message: string) => {
     pulse.stop();
     if (socket.readyState === WebSocket.OPEN) {
@@ -146,8 +140,8 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
     }
     if (upstream.readyState <= WebSocket.OPEN) upstream.close();
   };
-  const pulse = new NodePulse(nodeId, address, forwardDeadlines(c.var.node), (e) => fail(e.message));
-  const pending: string[] = [];
+  const pulse = new NodePulse(nodeId, address, deadlines, (e) => fail(e.message));
+  socket.addEventListener("close", () => pulse.stop());
   let opened = false;
   upstream.onopen = () => {
     opened = true;
@@ -172,12 +166,31 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
         opened ? "went away during the session" : "did not accept the session"
       }`,
     );
+}
+
+/** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
+function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Response {
+  if (c.req.query("forwarded_by")) {
+    throw new ApiError(
+      503,
+      `realtime request was forwarded here by ${
+        c.req.query("forwarded_by")
+      }, but this node does not drive ${model}`,
+    );
+  }
+  const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
+  if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
+  const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
+  const upstream = new WebSocket(
+    `ws://${address}/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
+      encodeURIComponent(c.var.node.nodeId)
+    }`,
+  );
+  const pending: string[] = [];
+  relayFromNode(socket, upstream, pending, { nodeId, address, model }, forwardDeadlines(c.var.node));
   socket.onmessage = (
     e,
   ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
-  socket.onclose = () => {
-    pulse.stop();
-    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
-  };
+  socket.onclose = () => upstream.readyState <= WebSocket.OPEN && upstream.close();
   return response;
 }
