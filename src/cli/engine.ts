@@ -7,12 +7,25 @@ import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
 import { findEspeak } from "../engines/espeak.ts";
 import { findSherpaOnnx, HOST_SUBCOMMAND } from "../engines/sherpa/engine.ts";
-import { SUPERVISE_SUBCOMMAND } from "../engines/lifeline.ts";
+import { loadConfig } from "../config/load.ts";
+import {
+  configureLifeline,
+  currentLifeline,
+  type Lifeline,
+  SUPERVISE_SUBCOMMAND,
+} from "../engines/lifeline.ts";
 import { runSherpaHost } from "../engines/sherpa/host.ts";
 import { runSupervisor } from "../engines/supervise.ts";
 import { findWhisperServer } from "../engines/whisper-server.ts";
 import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
+
+/** How this node's engines are tied to its life (docs/architecture.md, process lifecycle). */
+function describeLifeline(l: Lifeline): string {
+  if (l.kind === "pdeathsig") return `parent-death signal (${l.setpriv} --pdeathsig KILL)`;
+  if (l.kind === "supervise") return "watchdog (skulk engine supervise)";
+  return "none: engines outlive a killed node until its next start";
+}
 
 export function registerEngine(program: Command): void {
   const engine = program.command("engine").description(
@@ -21,14 +34,21 @@ export function registerEngine(program: Command): void {
   engine.command("status")
     .description("show which engines were found, their llama.cpp build and RPC protocol version")
     .option("--json", "as JSON")
+    .option("--config <file>", "skulk.yaml to read node.engine_lifeline from")
     .action(async (flags) => {
+      configureLifeline(loadConfig({ config: flags.config }).config.engineLifeline);
       const found = await findEngines();
       const speech = {
         whisperServer: findWhisperServer(),
         espeak: findEspeak(),
         sherpaOnnx: findSherpaOnnx(),
       };
-      const info = { ...found, ...speech, backends: [...backendTags(found), ...speechBackendTags()] };
+      const info = {
+        ...found,
+        ...speech,
+        backends: [...backendTags(found), ...speechBackendTags()],
+        lifeline: currentLifeline(),
+      };
       if (flags.json) {
         console.log(JSON.stringify(info, null, 2));
         return;
@@ -64,6 +84,7 @@ export function registerEngine(program: Command): void {
         }`,
       );
       console.log(`advertised:      ${info.backends.join(", ") || "none"}`);
+      console.log(`lifeline:        ${describeLifeline(info.lifeline)}`);
       if (!found.llamaServer) throw new CliError("no llama-server found", 1);
     });
   // The node's sherpa-onnx child (src/engines/sherpa/host.ts): the same executable, so a compiled binary

@@ -13,7 +13,7 @@ import {
 } from "../../src/engines/lifeline.ts";
 import { EngineProcess } from "../../src/engines/process.ts";
 import { reapOrphans, sqliteRegistry } from "../../src/engines/registry.ts";
-import { selfProgram } from "../../src/node/self.ts";
+import { ownCommand, selfProgram } from "../../src/node/self.ts";
 import { openStore, type Store } from "../../src/store/db.ts";
 import { pidAlive } from "../helpers/cluster.ts";
 import { DENO, tempDir } from "../helpers/daemon.ts";
@@ -101,6 +101,39 @@ describe("the lifeline's command lines", () => {
     expect(engineArgv(launchArgv(pd, engine, 5000))).toEqual(engine);
     expect(engineArgv(launchArgv(sv, engine, 5000))).toEqual(engine);
     expect(engineArgv(engine)).toEqual(engine);
+  });
+
+  it("runs the compiled executable itself as the watchdog, and deno with main.ts from source", () => {
+    const compiled = chooseLifeline(
+      "supervise",
+      "darwin",
+      null,
+      ownCommand("/usr/local/bin/skulk", "file:///b/src/main.ts", []),
+    );
+    expect(launchArgv(compiled, ["/e/rpc"], 3000)).toEqual([
+      "/usr/local/bin/skulk",
+      "engine",
+      "supervise",
+      "--grace-ms",
+      "3000",
+      "--",
+      "/e/rpc",
+    ]);
+    const source = chooseLifeline(
+      "supervise",
+      "linux",
+      null,
+      ownCommand("/x/deno", "file:///r/src/main.ts", []),
+    );
+    expect(launchArgv(source, ["/e/rpc"], 3000).slice(0, 7)).toEqual([
+      "/x/deno",
+      "run",
+      "-A",
+      "--quiet",
+      "/r/src/main.ts",
+      "engine",
+      "supervise",
+    ]);
   });
 
   it("takes a process for ours only when it runs the launched or the engine's command line", () => {
