@@ -178,12 +178,9 @@ export async function fetchWithDeadlines(
   return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
 
-const DONE = new TextEncoder().encode("data: [DONE]");
-
 /** Whether `tail` (the last bytes sent) holds the stream's final `data: [DONE]` event. */
 function endsDone(tail: Uint8Array): boolean {
-  const text = new TextDecoder().decode(tail).trimEnd();
-  return text.endsWith(new TextDecoder().decode(DONE));
+  return new TextDecoder().decode(tail).trimEnd().endsWith("data: [DONE]");
 }
 
 /**

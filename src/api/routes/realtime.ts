@@ -10,7 +10,13 @@ import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/forward.ts";
-import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
+import {
+  CLOSE,
+  errorEvent,
+  REALTIME_LIMITS,
+  RealtimeSession,
+  type VadFactory,
+} from "../../serving/realtime.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError } from "../errors.ts";
@@ -131,11 +137,7 @@ function relayFromNode(
   const fail = (message: string) => {
     pulse.stop();
     if (socket.readyState === WebSocket.OPEN) {
-      socket.send(JSON.stringify({
-        type: "error",
-        event_id: `event_${crypto.randomUUID()}`,
-        error: { type: "server_error", code: "node_unreachable", message, param: null, event_id: null },
-      }));
+      socket.send(JSON.stringify(errorEvent("node_unreachable", message, undefined, "server_error")));
       socket.close(CLOSE.engineFailed, `node ${nodeId} failed`);
     }
     if (upstream.readyState <= WebSocket.OPEN) upstream.close();
