@@ -62,7 +62,11 @@ export function engineArgv(launched: string[]): string[] {
  */
 export function isOurs(launched: string[], running: string[] | null): boolean {
   if (!running || running.length === 0) return false;
-  const same = (a: string[]) => a.length === running.length && a.every((x, i) => x === running[i]);
+  // Deno resolves a bare program name through PATH and passes the full path as argv[0].
+  const sameProgram = (a: string, b: string) => a === b || (!a.includes("/") && b.endsWith(`/${a}`));
+  const same = (a: string[]) =>
+    a.length === running.length && sameProgram(a[0], running[0]) &&
+    a.every((x, i) => i === 0 || x === running[i]);
   return same(launched) || same(engineArgv(launched));
 }
 

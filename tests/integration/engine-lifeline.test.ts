@@ -12,7 +12,7 @@ import {
   type Lifeline,
 } from "../../src/engines/lifeline.ts";
 import { EngineProcess } from "../../src/engines/process.ts";
-import { reapOrphans, sqliteRegistry } from "../../src/engines/registry.ts";
+import { childrenOf, reapOrphans, sqliteRegistry } from "../../src/engines/registry.ts";
 import { ownCommand, selfProgram } from "../../src/node/self.ts";
 import { openStore, type Store } from "../../src/store/db.ts";
 import { pidAlive } from "../helpers/cluster.ts";
@@ -27,18 +27,6 @@ function cmdline(pid: number): string[] | null {
     return Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").filter(Boolean);
   } catch {
     return null;
-  }
-}
-
-/** The processes a process started (every thread's children). */
-function childrenOf(pid: number): number[] {
-  try {
-    return [...Deno.readDirSync(`/proc/${pid}/task`)].flatMap((t) =>
-      Deno.readTextFileSync(`/proc/${pid}/task/${t.name}/children`).trim().split(/\s+/).filter(Boolean)
-        .map(Number)
-    );
-  } catch {
-    return [];
   }
 }
 
@@ -143,6 +131,9 @@ describe("the lifeline's command lines", () => {
     expect(isOurs(engine, engine)).toBe(true);
     expect(isOurs(launched, ["/e/llama-server", "--port", "24002"])).toBe(false);
     expect(isOurs(launched, ["/usr/bin/python3", "x.py"])).toBe(false);
+    // A bare name is found through PATH: /proc shows the full path Deno passed as argv[0].
+    expect(isOurs(["sleep", "5"], ["/usr/bin/sleep", "5"])).toBe(true);
+    expect(isOurs(["sleep", "5"], ["/usr/bin/nosleep", "5"])).toBe(false);
     expect(isOurs(launched, null)).toBe(false);
   });
 });
@@ -187,7 +178,7 @@ describe.each(["pdeathsig", "supervise"] as const)("engines under the %s lifelin
   );
 
   it.skipIf(mode === "pdeathsig" && !SETPRIV)(
-    "are still recognised and stopped by the reaping at the next start; a reused pid is left alone",
+    "are still recognised and stopped by the reaping at the next start (a wedged watchdog's engine too); a reused pid is left alone",
     async () => {
       const dir = tempDir();
       const store: Store = await openStore(dir);
@@ -213,6 +204,8 @@ describe.each(["pdeathsig", "supervise"] as const)("engines under the %s lifelin
         sql: "INSERT INTO engine_processes (pid, kind, command, started_at) VALUES (?, 'sleep', ?, ?)",
         args: [Deno.pid, JSON.stringify(["/usr/bin/sleep", "1001"]), new Date().toISOString()],
       });
+      // A wedged watchdog cannot pass the stop on: the reaper stops its engine itself.
+      if (lifeline.kind === "supervise") Deno.kill(e.pid!, "SIGSTOP");
       expect(await reapOrphans(store.db)).toBe(1);
       await waitFor("the reaped engine to be gone", () => !pidAlive(engine) && !pidAlive(e.pid!), 15_000, 20);
       const left = await store.client.execute("SELECT count(*) AS n FROM engine_processes");

@@ -5,6 +5,7 @@
  * with one error event.
  */
 import { afterEach, describe, expect, it } from "vitest";
+import { childrenOf } from "../../src/engines/registry.ts";
 import { queryReadOnly } from "../../src/store/readonly.ts";
 import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
@@ -56,8 +57,7 @@ async function recorded(d: Daemon, kind: string): Promise<{ pid: number; command
 /** The engine's own pid: the recorded one, or the watchdog's child. */
 function enginePid(rec: { pid: number; command: string[] }): number {
   if (!rec.command.includes("supervise")) return rec.pid;
-  const children = Deno.readTextFileSync(`/proc/${rec.pid}/task/${rec.pid}/children`).trim().split(/\s+/);
-  return Number(children[0]);
+  return childrenOf(rec.pid)[0];
 }
 
 describe.each(["auto", "supervise"])("a daemon killed with kill -9 (engine_lifeline %s)", (lifeline) => {
