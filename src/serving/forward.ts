@@ -1,239 +1,19 @@
 /**
  * The data plane between nodes: a request for a model driven by another node is streamed to that node's
- * API unchanged and its answer streamed back without buffering, under deadlines: a node that stops
- * answering fails the request with its id and address, and an event stream that loses it ends with one
- * error event. A header marks forwarded requests so a request is never forwarded twice.
+ * API unchanged and its answer streamed back without buffering, under deadlines (serving/deadlines.ts). A
+ * header marks forwarded requests so a request is never forwarded twice (no loops when two nodes disagree).
  */
-import type { Config } from "../config/schema.ts";
 import type { NodeContext } from "../node/context.ts";
-import { sseErrorEvent } from "./chat-stream.ts";
+import { fetchWithDeadlines, forwardDeadlines, NodeSilent, sseWithFailureEvent } from "./deadlines.ts";
 
 export const FORWARDED_HEADER = "x-skulk-forwarded-by";
 
-/** How long the other node may go without a sign of life (config `cluster.forward_*_timeout_seconds`). */
-export interface ForwardDeadlines {
-  /** Until its first sign of life: its answer, or its answer to a probe. */
-  connectMs: number;
-  /** After that, between signs of life (bytes of the answer, answers to probes). */
-  silenceMs: number;
-}
-
-export function forwardDeadlines(
-  ctx: { config: Pick<Config, "forwardConnectTimeout" | "forwardSilenceTimeout"> },
-): ForwardDeadlines {
-  return {
-    connectMs: ctx.config.forwardConnectTimeout * 1000,
-    silenceMs: ctx.config.forwardSilenceTimeout * 1000,
-  };
-}
-
-/** The other node stopped answering; the message names it (id and address) and says for how long. */
-export class NodeSilent extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "NodeSilent";
-  }
-}
-
-/** A probe is sent after this much silence, then once per such period while the silence lasts. */
-const PROBE_EVERY_MS = 1000;
-/** The node's cheapest route; any HTTP answer (even 401 under an API key) proves it is alive. */
-const PROBE_PATH = "/node_id";
-
-/** One probe per node at a time, shared by every forward waiting on it. */
-const probes = new Map<string, Promise<boolean>>();
-
-function probe(address: string, timeoutMs: number): Promise<boolean> {
-  let p = probes.get(address);
-  if (!p) {
-    p = fetch(`http://${address}${PROBE_PATH}`, { signal: AbortSignal.timeout(timeoutMs) })
-      .then(async (r) => (await r.body?.cancel(), true), () => false)
-      .finally(() => probes.delete(address));
-    probes.set(address, p);
-  }
-  return p;
-}
-
-/**
- * Watches one exchange with another node: every sign of life is `touch()`ed; during silence it probes the
- * node, and it calls `onSilent` once when the node has shown no sign of life for too long.
- */
-export class NodePulse {
-  #last = Date.now();
-  #alive = false;
-  #timer: ReturnType<typeof setInterval>;
-  #done = false;
-  /** Silence counts only while something waits on the node (not while a slow client holds back reads). */
-  #waiting = true;
-
-  constructor(
-    readonly nodeId: string,
-    readonly address: string,
-    readonly deadlines: ForwardDeadlines,
-    onSilent: (e: NodeSilent) => void,
-  ) {
-    const every = Math.min(PROBE_EVERY_MS, deadlines.connectMs / 2);
-    this.#timer = setInterval(() => {
-      if (!this.#waiting) return;
-      const quiet = Date.now() - this.#last;
-      const limit = this.#alive ? deadlines.silenceMs : deadlines.connectMs;
-      if (quiet >= limit) {
-        this.stop();
-        const what = this.#alive ? "stopped answering" : "did not answer";
-        onSilent(new NodeSilent(`node ${nodeId} (${address}) ${what} for ${seconds(quiet)} s`));
-      } else if (quiet >= every) {
-        void probe(address, Math.min(limit, 5000)).then((ok) => ok && this.touch());
-      }
-    }, every);
-  }
-
-  touch(): void {
-    this.#last = Date.now();
-    this.#alive = true;
-  }
-
-  /** Starts or ends a wait on the node; a wait's silence is counted from its start or the last touch. */
-  waiting(on: boolean): void {
-    if (on && !this.#waiting) this.#last = Date.now();
-    this.#waiting = on;
-  }
-
-  stop(): void {
-    if (this.#done) return;
-    this.#done = true;
-    clearInterval(this.#timer);
-  }
-}
-
-function seconds(ms: number): string {
-  return (ms / 1000).toFixed(ms < 10_000 ? 1 : 0);
-}
-
-/**
- * fetch under a pulse: rejects with NodeSilent when the node shows no sign of life in time, before or
- * after its headers; the body it returns errors the same way mid-stream.
- */
-export async function fetchWithDeadlines(
-  target: { nodeId: string; address: string },
-  url: string,
-  init: RequestInit,
-  deadlines: ForwardDeadlines,
-): Promise<Response> {
-  const abort = new AbortController();
-  const outer = init.signal;
-  const onOuterAbort = () => abort.abort(outer?.reason);
-  if (outer?.aborted) onOuterAbort();
-  outer?.addEventListener("abort", onOuterAbort);
-  // Aborting a fetch does not always fail a body read already waiting on a frozen peer (seen with Deno
-  // 2.9), so every wait also races the silence itself.
-  const silence = Promise.withResolvers<never>();
-  silence.promise.catch(() => undefined);
-  const pulse = new NodePulse(target.nodeId, target.address, deadlines, (e) => {
-    silence.reject(e);
-    abort.abort(e);
-  });
-  const end = () => {
-    pulse.stop();
-    outer?.removeEventListener("abort", onOuterAbort);
-  };
-  let res: Response;
-  try {
-    res = await Promise.race([fetch(url, { ...init, signal: abort.signal }), silence.promise]);
-  } catch (e) {
-    end();
-    throw abort.signal.reason instanceof NodeSilent ? abort.signal.reason : e;
-  }
-  pulse.touch();
-  pulse.waiting(false);
-  if (!res.body) {
-    end();
-    return res;
-  }
-  const reader = res.body.getReader();
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        pulse.waiting(true);
-        const { done, value } = await Promise.race([reader.read(), silence.promise]);
-        pulse.waiting(false);
-        if (done) {
-          end();
-          controller.close();
-          return;
-        }
-        pulse.touch();
-        controller.enqueue(value);
-      } catch (e) {
-        end();
-        void reader.cancel(e).catch(() => undefined);
-        controller.error(abort.signal.reason instanceof NodeSilent ? abort.signal.reason : e);
-      }
-    },
-    cancel(reason) {
-      end();
-      abort.abort(reason);
-      return reader.cancel(reason).catch(() => undefined);
-    },
-  });
-  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
-}
-
-/** Whether `tail` (the last bytes sent) holds the stream's final `data: [DONE]` event. */
-function endsDone(tail: Uint8Array): boolean {
-  return new TextDecoder().decode(tail).trimEnd().endsWith("data: [DONE]");
-}
-
-/**
- * An event stream from another node, passed on unchanged; if it breaks off (the node died, went silent)
- * or ends before its `[DONE]`, the client gets one error event naming the node instead of a silent close.
- */
-export function sseWithFailureEvent(
-  body: ReadableStream<Uint8Array>,
-  describe: (e: unknown) => string,
-): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  const enc = new TextEncoder();
-  let tail = new Uint8Array(0);
-  const fail = (controller: ReadableStreamDefaultController<Uint8Array>, e: unknown) => {
-    // An event cut mid-line is ended first, so the error event parses on its own.
-    const text = new TextDecoder().decode(tail);
-    const sep = text.length === 0 || text.endsWith("\n\n") ? "" : text.endsWith("\n") ? "\n" : "\n\n";
-    try {
-      controller.enqueue(enc.encode(sep + sseErrorEvent(describe(e))));
-      controller.close();
-    } catch { /* the client went away meanwhile */ }
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      let chunk: ReadableStreamReadResult<Uint8Array>;
-      try {
-        chunk = await reader.read();
-      } catch (e) {
-        return fail(controller, e);
-      }
-      if (chunk.done) {
-        if (endsDone(tail)) controller.close();
-        else fail(controller, new Error("the stream ended before its [DONE]"));
-        return;
-      }
-      const joined = new Uint8Array(tail.length + chunk.value.length);
-      joined.set(tail);
-      joined.set(chunk.value, tail.length);
-      tail = joined.slice(-64);
-      controller.enqueue(chunk.value);
-    },
-    cancel(reason) {
-      return reader.cancel(reason);
-    },
-  });
-}
-
-/** The driving node's API address, or why a request cannot be forwarded to it. */
-function forwardTarget(
+export async function forwardRequest(
   ctx: NodeContext,
   nodeId: string,
   req: Request,
-): { address: string } | { error: string } {
+  body: string | Uint8Array,
+): Promise<Response | { error: string }> {
   if (req.headers.get(FORWARDED_HEADER)) {
     return {
       error: `request was forwarded here by ${
@@ -247,30 +27,13 @@ function forwardTarget(
       error: `node ${nodeId} drives the model but its address is unknown (is it still in the cluster?)`,
     };
   }
-  return { address };
-}
-
-/** The headers that travel with a forwarded request. */
-function forwardHeaders(ctx: NodeContext, req: Request): Headers {
+  const url = new URL(req.url);
   const headers = new Headers();
   for (const h of ["content-type", "authorization", "accept", "x-request-id"]) {
     const v = req.headers.get(h);
     if (v) headers.set(h, v);
   }
   headers.set(FORWARDED_HEADER, ctx.nodeId);
-  return headers;
-}
-
-export async function forwardRequest(
-  ctx: NodeContext,
-  nodeId: string,
-  req: Request,
-  body: string | Uint8Array,
-): Promise<Response | { error: string }> {
-  const target = forwardTarget(ctx, nodeId, req);
-  if ("error" in target) return target;
-  const { address } = target;
-  const url = new URL(req.url);
   try {
     // GET and HEAD carry no body (fetch refuses one, even empty).
     const payload = req.method === "GET" || req.method === "HEAD" ? undefined : body as BodyInit;
@@ -279,23 +42,13 @@ export async function forwardRequest(
       `http://${address}${url.pathname}${url.search}`,
       {
         method: req.method,
-        headers: forwardHeaders(ctx, req),
+        headers,
         body: payload,
         signal: req.signal,
       },
       forwardDeadlines(ctx),
     );
-    if (!res.body || !res.headers.get("content-type")?.startsWith("text/event-stream")) return res;
-    const stream = sseWithFailureEvent(
-      res.body,
-      (e) =>
-        e instanceof NodeSilent
-          ? `the stream was cut: ${e.message}`
-          : `the stream was cut: node ${nodeId} (${address}) that drives the model went away (${
-            (e as Error).message
-          })`,
-    );
-    return new Response(stream, { status: res.status, statusText: res.statusText, headers: res.headers });
+    return withFailureEvent(res, nodeId, address);
   } catch (e) {
     return {
       error: e instanceof NodeSilent
@@ -303,4 +56,19 @@ export async function forwardRequest(
         : `node ${nodeId} (${address}) that drives the model did not answer: ${(e as Error).message}`,
     };
   }
+}
+
+/** An event stream from the other node ends with one error event naming it if it breaks off. */
+function withFailureEvent(res: Response, nodeId: string, address: string): Response {
+  if (!res.body || !res.headers.get("content-type")?.startsWith("text/event-stream")) return res;
+  const stream = sseWithFailureEvent(
+    res.body,
+    (e) =>
+      `the stream was cut: ${
+        e instanceof NodeSilent
+          ? e.message
+          : `node ${nodeId} (${address}) that drives the model went away (${(e as Error).message})`
+      }`,
+  );
+  return new Response(stream, { status: res.status, statusText: res.statusText, headers: res.headers });
 }

@@ -4,7 +4,7 @@
  * breaks off or goes silent ends with exactly one error event.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { fetchWithDeadlines, NodeSilent, sseWithFailureEvent } from "../../src/serving/forward.ts";
+import { fetchWithDeadlines, NodeSilent, sseWithFailureEvent } from "../../src/serving/deadlines.ts";
 
 const servers: Deno.HttpServer[] = [];
 /** Answers held back on purpose (a stopped node); released after each test so the servers can shut down. */

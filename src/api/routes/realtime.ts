@@ -9,7 +9,7 @@ import { EnergyVad } from "../../audio/vad.ts";
 import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
-import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/forward.ts";
+import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/deadlines.ts";
 import {
   CLOSE,
   errorEvent,
