@@ -5,6 +5,7 @@
 import { z } from "zod";
 import { DetectorSchema } from "../audio/vad.ts";
 import { decodeJoinToken, type JoinToken } from "../cluster/secret.ts";
+import { LifelineModeSchema } from "../engines/lifeline.ts";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
 
 const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(
@@ -222,6 +223,35 @@ export const SETTINGS = {
     env: "SKULK_HEAL_RETRY",
     schema: seconds,
     default: 5,
+  }),
+  /**
+   * How long a forward waits for the other node's first sign of life (its answer, or its answer to a
+   * liveness probe). A node that is up answers in milliseconds; a SIGSTOPped one still accepts the TCP
+   * connection (the kernel does), so only this deadline notices it.
+   */
+  forwardConnectTimeout: setting({
+    key: "cluster.forward_connect_timeout_seconds",
+    env: "SKULK_FORWARD_CONNECT_TIMEOUT",
+    schema: seconds,
+    default: 3,
+  }),
+  /**
+   * After that, the longest the other node may stay silent (no byte of the answer, no answer to a probe
+   * sent every second of silence) before the forward fails with a 503 naming it. Not a first-byte
+   * deadline: a node that keeps answering probes is working (a long prefill, a non-streamed generation).
+   */
+  forwardSilenceTimeout: setting({
+    key: "cluster.forward_silence_timeout_seconds",
+    env: "SKULK_FORWARD_SILENCE_TIMEOUT",
+    schema: seconds,
+    default: 15,
+  }),
+  /** How engines are tied to the daemon's life (src/engines/lifeline.ts). */
+  engineLifeline: setting({
+    key: "node.engine_lifeline",
+    env: "SKULK_ENGINE_LIFELINE",
+    schema: LifelineModeSchema,
+    default: "auto" as const,
   }),
   logLevel: setting({
     key: "logging.level",

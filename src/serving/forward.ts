@@ -1,10 +1,13 @@
 /**
  * The data plane between nodes: a request for a model driven by another node is streamed to that node's
  * API, signed as a peer request and without the client's credentials, and its answer streamed back without
- * buffering. A header marks forwarded requests so a request is never forwarded twice (no loops).
+ * buffering, under deadlines (serving/deadlines.ts). A header marks forwarded requests so a request is never
+ * forwarded twice (no loops when two nodes disagree).
  */
 import type { ClusterHandle } from "../cluster/plane.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
+import type { Config } from "../config/schema.ts";
+import { fetchWithDeadlines, forwardDeadlines, NodeSilent, sseWithFailureEvent } from "./deadlines.ts";
 
 export const FORWARDED_HEADER = "x-skulk-forwarded-by";
 
@@ -16,6 +19,7 @@ export interface ForwardContext {
   nodeId: string;
   telemetry: Pick<TelemetryView, "get">;
   cluster?: Pick<ClusterHandle, "sign">;
+  config: Pick<Config, "forwardConnectTimeout" | "forwardSilenceTimeout">;
 }
 
 /**
@@ -76,15 +80,33 @@ export async function forwardRequest(
   try {
     // GET and HEAD carry no body (fetch refuses one, even empty).
     const payload = noBody ? undefined : bytes as BodyInit;
-    return await fetch(`http://${address}${url.pathname}${url.search}`, {
-      method: req.method,
-      headers,
-      body: payload,
-      signal: req.signal,
-    });
+    const res = await fetchWithDeadlines(
+      { nodeId, address },
+      `http://${address}${url.pathname}${url.search}`,
+      { method: req.method, headers, body: payload, signal: req.signal },
+      forwardDeadlines(ctx),
+    );
+    return withFailureEvent(res, nodeId, address);
   } catch (e) {
     return {
-      error: `node ${nodeId} (${address}) that drives the model did not answer: ${(e as Error).message}`,
+      error: e instanceof NodeSilent
+        ? `${e.message}; it drives the model, so the request cannot be served now`
+        : `node ${nodeId} (${address}) that drives the model did not answer: ${(e as Error).message}`,
     };
   }
+}
+
+/** An event stream from the other node ends with one error event naming it if it breaks off. */
+function withFailureEvent(res: Response, nodeId: string, address: string): Response {
+  if (!res.body || !res.headers.get("content-type")?.startsWith("text/event-stream")) return res;
+  const stream = sseWithFailureEvent(
+    res.body,
+    (e) =>
+      `the stream was cut: ${
+        e instanceof NodeSilent
+          ? e.message
+          : `node ${nodeId} (${address}) that drives the model went away (${(e as Error).message})`
+      }`,
+  );
+  return new Response(stream, { status: res.status, statusText: res.statusText, headers: res.headers });
 }

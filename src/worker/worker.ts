@@ -19,6 +19,7 @@ import { sherpaProcess } from "../engines/sherpa/engine.ts";
 import { VadHost } from "../engines/sherpa/vad.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
+import { configureLifeline } from "../engines/lifeline.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
 import { logger } from "../log/mod.ts";
 import { modelPathRefusal, shardRefusal } from "../placement/shard-check.ts";
@@ -78,6 +79,7 @@ export class Worker implements Plane {
 
   async start(ctx: NodeContext): Promise<void> {
     this.#ctx = ctx;
+    configureLifeline(ctx.config.engineLifeline);
     const reaped = await reapOrphans(ctx.store.db);
     if (reaped > 0) log.warn("reaped {n} engine(s) left by a crashed daemon", { n: reaped });
     ctx.log.onApplied(() => this.reconcile());

@@ -5,7 +5,13 @@
  * Skips only when this machine cannot create network namespaces (not root, or no kernel support).
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { localCardWire, registerCard, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import {
+  localCardWire,
+  registerCard,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { allVoters, eventIds, json, oneMaster, sameLog, view, waitFor } from "../helpers/multinode.ts";

@@ -193,9 +193,21 @@ describe("pooled GGUF over loopback", () => {
     expect(mine.role).toBe("driver");
     const log = [...mine.engine!.logHead, ...mine.engine!.logTail].join("\n");
     for (const ep of Object.values(pool.donorEndpoints)) expect(log).toMatch(modelBufferOn(ep));
-    // Deleting the instance stops every engine of the pool on every node.
     const pids = (await Promise.all(running.map(runnersOf))).flat().map((r) => r.engine!.pid!);
     expect(pids.length).toBe(3);
+    // A donor node killed with kill -9 takes its ggml-rpc-server along (engines die with their node).
+    const donor = running.find((d) => d.nodeId !== pool.driverNode && d !== a)!;
+    const [lent] = await runnersOf(donor);
+    expect(lent.role).toBe("donor");
+    expect(lent.engine!.kind).toBe("ggml-rpc-server");
+    await donor.kill({ orphanEngines: true });
+    await waitFor(
+      "the donor's ggml-rpc-server to die with its node",
+      () => !pidAlive(lent.engine!.pid!),
+      10_000,
+      20,
+    );
+    // Deleting the instance stops every engine of the pool on every node.
     await (await fetch(`${a.url}/instance/${id}`, { method: "DELETE" })).body?.cancel();
     await waitFor("every engine of the pool gone", () => pids.every((p) => !pidAlive(p)), 20_000);
   }, 240_000);

@@ -60,6 +60,7 @@ describe("forwardRequest", () => {
         cluster: {
           sign: (m: string, p: string, b: Uint8Array) => signedHeaders(key, me, m, p, b, Date.now()),
         },
+        config: { forwardConnectTimeout: 3, forwardSilenceTimeout: 15 },
       };
       const body = JSON.stringify({ model: "m", messages: [{ role: "user", content: "secret prompt" }] });
       const client = () =>

@@ -9,7 +9,14 @@ import { EnergyVad } from "../../audio/vad.ts";
 import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
-import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
+import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/deadlines.ts";
+import {
+  CLOSE,
+  errorEvent,
+  REALTIME_LIMITS,
+  RealtimeSession,
+  type VadFactory,
+} from "../../serving/realtime.ts";
 import { peerSignedForwardHeaders } from "../../serving/forward.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { LocalRunner } from "../../worker/worker.ts";
@@ -134,6 +141,61 @@ function localSession(
   return response;
 }
 
+/** Runs `act` on the client's socket once it is open (at once if it is): the node may fail before it opens. */
+function whenOpen(socket: WebSocket, act: () => void): void {
+  if (socket.readyState === WebSocket.CONNECTING) socket.addEventListener("open", act, { once: true });
+  else if (socket.readyState === WebSocket.OPEN) act();
+}
+
+/**
+ * The driving node's side of a proxied session: its events relayed to the client, the client's messages
+ * held in `pending` until it opens, its closes mirrored; when the node fails (refuses the session, goes
+ * away, or falls silent past the forward deadlines) the client gets one error event naming it and close 1011.
+ */
+function relayFromNode(
+  socket: WebSocket,
+  upstream: WebSocket,
+  pending: string[],
+  node: { nodeId: string; address: string; model: string },
+  deadlines: ForwardDeadlines,
+): void {
+  const { nodeId, address, model } = node;
+  const fail = (message: string) => {
+    pulse.stop();
+    whenOpen(socket, () => {
+      socket.send(JSON.stringify(errorEvent("node_unreachable", message, undefined, "server_error")));
+      socket.close(CLOSE.engineFailed, `node ${nodeId} failed`);
+    });
+    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
+  };
+  const pulse = new NodePulse(nodeId, address, deadlines, (e) => fail(e.message));
+  socket.addEventListener("close", () => pulse.stop());
+  let opened = false;
+  upstream.onopen = () => {
+    opened = true;
+    pulse.touch();
+    pending.splice(0).forEach((m) => upstream.send(m));
+  };
+  upstream.onmessage = (e) => {
+    pulse.touch();
+    if (socket.readyState === WebSocket.OPEN) socket.send(e.data);
+  };
+  upstream.onclose = (e) => {
+    pulse.stop();
+    // 1006: the connection ended without a close frame: the node went away (killed, cut off).
+    if (e.code === 1006) {
+      return fail(`node ${nodeId} (${address}) that drives ${model} went away during the session`);
+    }
+    whenOpen(socket, () => socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason));
+  };
+  upstream.onerror = () =>
+    fail(
+      `node ${nodeId} (${address}) that drives ${model} ${
+        opened ? "went away during the session" : "did not accept the session"
+      }`,
+    );
+}
+
 /** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
 function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string, release: () => void): Response {
   if (c.req.query("forwarded_by")) {
@@ -155,24 +217,18 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string, releas
   const pending: string[] = [];
   // Set once the signed upgrade is on its way; messages wait in `pending` until it opens.
   let upstream: WebSocket | null = null;
-  // The upstream may fail before the client's socket has opened: close it as soon as it does.
-  const closeClient = (code: number, reason: string) => {
-    if (socket.readyState === WebSocket.CONNECTING) {
-      socket.addEventListener("open", () => socket.close(code, reason), { once: true });
-    } else if (socket.readyState === WebSocket.OPEN) socket.close(code, reason);
-  };
   // Signed as a peer request like every forward: the client's key stays on this node (docs/cluster.md).
   peerSignedForwardHeaders(c.var.node, "GET", path, client, new Uint8Array()).then((headers) => {
     if (socket.readyState > WebSocket.OPEN) return;
     // Deno's WebSocket takes headers for the upgrade request (an extension of the web API).
     const ws = new WebSocket(`ws://${address}${path}`, { headers: Object.fromEntries(headers) });
     upstream = ws;
-    ws.onopen = () => pending.splice(0).forEach((m) => ws.send(m));
-    ws.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
-    ws.onclose = (e) => closeClient(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
-    ws.onerror = () => closeClient(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
+    relayFromNode(socket, ws, pending, { nodeId, address, model }, forwardDeadlines(c.var.node));
   }).catch((e) =>
-    closeClient(CLOSE.engineFailed, `could not sign the forwarded session: ${(e as Error).message}`)
+    whenOpen(
+      socket,
+      () => socket.close(CLOSE.engineFailed, `could not sign the forwarded session: ${(e as Error).message}`),
+    )
   );
   socket.onmessage = (
     e,
