@@ -7,7 +7,14 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { childrenOf } from "../../src/engines/registry.ts";
 import { queryReadOnly } from "../../src/store/readonly.ts";
-import { localCardWire, pidAlive, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import {
+  localCardWire,
+  pidAlive,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { oneMaster, waitFor } from "../helpers/multinode.ts";
@@ -40,8 +47,9 @@ async function node(args: string[] = [], env: Record<string, string> = {}): Prom
 async function place(via: Daemon, on: Daemon, ctx = 2048): Promise<void> {
   const instance = singleNodeInstance(on.nodeId, localCardWire(MODEL, await tinyModel()), ctx);
   const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-  const res = await fetch(`${via.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
-  expect(res.status).toBe(200);
+  // POST /instance serves catalogue models only: postInstance registers the card on both nodes first.
+  const res = await postInstance(via, instance, [via, on]);
+  expect(res.status, await res.text()).toBe(200);
   await waitForState(via.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner to be ready");
 }
 
@@ -174,8 +182,8 @@ describe("a realtime session proxied to a node that fails", () => {
       expect(await oneMaster([a.url, b.url])).toBe(a.nodeId);
       const instance = singleNodeInstance(a.nodeId, whisperCardWire(STT, await tinyWhisperModel()));
       const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-      const res = await fetch(`${b.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) });
-      expect(res.status).toBe(200);
+      const res = await postInstance(b, instance, [a, b]);
+      expect(res.status, await res.text()).toBe(200);
       await waitForState(b.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the whisper runner ready");
       await waitFor("b to know a's address", async () => {
         const r = await fetch(`${b.url}/v1/audio/voices?model=${STT}`);
