@@ -1,7 +1,7 @@
 import { configDefaults, defineConfig } from "vitest/config";
 
 // The chaos suite (tests/chaos, `make chaos`) runs on its own: its figures mean little beside other tests.
-const chaos = process.env.SKULK_CHAOS === "1";
+const chaos = process.env.CHAOS_SUITE === "1";
 
 export default defineConfig({
   test: {

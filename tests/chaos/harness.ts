@@ -146,7 +146,7 @@ export function startWriter(netns: string, node: number, port: number, seconds: 
 
 // ---------------------------------------------------------------- lost events
 
-interface NodeLog {
+export interface NodeLog {
   idxOf: Map<string, number>;
   idAt: Map<number, string>;
   snapshot: { idx: number; eventId: string | null } | null;
@@ -315,9 +315,11 @@ export function chatFigures(results: ChatResult[], faultAt: number) {
 }
 
 /** Where the machine-readable figures go: one JSON object per line, one line per scenario run. */
-export const FIGURES_FILE = Deno.env.get("SKULK_CHAOS_FIGURES") ?? `${ROOT}tests/.tmp/chaos-figures.jsonl`;
+export const FIGURES_FILE = Deno.env.get("CHAOS_FIGURES") ?? `${ROOT}tests/.tmp/chaos-figures.jsonl`;
 
 /** Prints the scenario's line of figures and its JSON twin, and appends the JSON to FIGURES_FILE. */
+const signed = (x: number) => (x >= 0 ? `+${x}` : `${x}`);
+
 export function report(f: Figures): void {
   const byNode = (r: Record<string, number>) =>
     Object.entries(r).map(([n, c]) => `node ${n} ${c}`).join(", ");
@@ -325,7 +327,7 @@ export function report(f: Figures): void {
   const parts = [
     `recovery ${f.recovery_s === null ? "not serving at the end" : `${f.recovery_s.toFixed(1)} s`}`,
     `client failures ${f.failures}/${f.chats}${kinds ? ` (${kinds})` : ""}${
-      f.failing_s ? ` from +${f.failing_s[0]} s to +${f.failing_s[1]} s` : ""
+      f.failing_s ? ` from ${signed(f.failing_s[0])} s to ${signed(f.failing_s[1])} s` : ""
     }`,
     `hangs>10s ${f.hangs}`,
     `lost ${f.lost}/${f.acked} acked${

@@ -11,10 +11,10 @@ const end = Date.now() + seconds * 1000;
 while (Date.now() < end) {
   const started = Date.now();
   try {
-    // A short deadline: a write the node has not answered in 2 s is simply not acknowledged.
+    // A write the node has not answered in 10 s (the chats' hang deadline) is not acknowledged.
     const res = await fetch(`http://127.0.0.1:${port}/cluster/test_events?count=1`, {
       method: "POST",
-      signal: AbortSignal.timeout(2000),
+      signal: AbortSignal.timeout(10_000),
     });
     const text = await res.text();
     if (res.ok) {
