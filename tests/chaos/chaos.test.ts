@@ -15,6 +15,7 @@ import {
   ChatLoad,
   type Figures,
   lostEvents,
+  oneChat,
   orphans,
   type Proc,
   readLog,
@@ -412,6 +413,13 @@ describe.skipIf(!available)("chaos: three nodes in network namespaces under stea
           await s.slots[r.serving].daemon!.stop();
           s.slots[r.serving].daemon = null;
           await start(s, r.serving);
+        },
+        // Where a failure lies, halfway through: the restarted node itself, or the forward to it.
+        during: async () => {
+          await new Promise((res) => setTimeout(res, WINDOW_MS / 2));
+          const back = s.slots[r.serving].daemon;
+          const direct = back ? await oneChat(back.url, MODEL, false) : "not started";
+          return `at +${WINDOW_MS / 2000} s a chat through the restarted node itself: ${direct ?? "ok"}`;
         },
       }),
     );

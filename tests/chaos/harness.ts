@@ -21,7 +21,8 @@ export interface ChatResult {
 /** Past this a chat counts as a hang: the client gives up, as a real one would. */
 export const HANG_MS = 10_000;
 
-async function oneChat(url: string, model: string, stream: boolean): Promise<string | null> {
+/** One small chat; null when it succeeded, else the kind of failure. */
+export async function oneChat(url: string, model: string, stream: boolean): Promise<string | null> {
   let res: Response;
   const signal = AbortSignal.timeout(HANG_MS);
   try {
