@@ -2,7 +2,7 @@
  * Tiny GGUF models for tests: generated once per option set under tests/.tmp/models/ and reused, so every
  * test that needs a real llama-server model gets one in milliseconds without any download.
  */
-import { resolveTinyOptions, type TinyOptions, writeTinyModel } from "../../src/models/gguf/tiny.ts";
+import { resolveTinyOptions, type TinyOptions, writeTinyModel } from "../../src/dev/gguf/tiny.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 export const MODELS_DIR = `${ROOT}tests/.tmp/models`;

@@ -1,7 +1,7 @@
 import { gguf as parseGguf } from "@huggingface/gguf";
 import { afterAll, describe, expect, it } from "vitest";
-import { resolveTinyOptions, tinyLlama } from "../../src/models/gguf/tiny.ts";
-import { readVocab, resolveVocab, vocabDirs, VocabNotFound } from "../../src/models/gguf/vocab.ts";
+import { resolveTinyOptions, tinyLlama } from "../../src/dev/gguf/tiny.ts";
+import { readVocab, resolveVocab, vocabDirs, VocabNotFound } from "../../src/dev/gguf/vocab.ts";
 import {
   encodeGgufHeader,
   GgmlType,
@@ -10,7 +10,7 @@ import {
   GgufType,
   tensorByteSize,
   writeGguf,
-} from "../../src/models/gguf/writer.ts";
+} from "../../src/dev/gguf/writer.ts";
 import { tempDir } from "../helpers/daemon.ts";
 import { tinyModel } from "../helpers/models.ts";
 

@@ -3,10 +3,10 @@
  * that llama-server serves; `make-voice` a tiny random-weight Piper voice that sherpa-onnx speaks with.
  */
 import type { Command } from "commander";
-import { writeTinyModel } from "../models/gguf/tiny.ts";
-import { VocabNotFound } from "../models/gguf/vocab.ts";
-import { resolveTinyPiper, writeTinyPiper } from "../models/piper/tiny.ts";
-import { CliError, formatBytes } from "./common.ts";
+import { writeTinyModel } from "./gguf/tiny.ts";
+import { VocabNotFound } from "./gguf/vocab.ts";
+import { resolveTinyPiper, writeTinyPiper } from "./piper/tiny.ts";
+import { CliError, formatBytes } from "../cli/common.ts";
 
 const int = (name: string) => (v: string): number => {
   const n = Number(v);
