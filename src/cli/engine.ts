@@ -9,6 +9,8 @@ import { findEspeak } from "../engines/espeak.ts";
 import { findSherpaOnnx, HOST_SUBCOMMAND } from "../engines/sherpa/engine.ts";
 import { runSherpaHost } from "../engines/sherpa/host.ts";
 import { findWhisperServer } from "../engines/whisper-server.ts";
+import { engineSettings } from "../engines/settings.ts";
+import { loadConfig } from "../config/load.ts";
 import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
 
@@ -20,13 +22,14 @@ export function registerEngine(program: Command): void {
     .description("show which engines were found, their llama.cpp build and RPC protocol version")
     .option("--json", "as JSON")
     .action(async (flags) => {
-      const found = await findEngines();
+      const settings = engineSettings(loadConfig({}).config);
+      const found = await findEngines(settings);
       const speech = {
-        whisperServer: findWhisperServer(),
-        espeak: findEspeak(),
-        sherpaOnnx: findSherpaOnnx(),
+        whisperServer: findWhisperServer(settings),
+        espeak: findEspeak(settings),
+        sherpaOnnx: findSherpaOnnx(settings),
       };
-      const info = { ...found, ...speech, backends: [...backendTags(found), ...speechBackendTags()] };
+      const info = { ...found, ...speech, backends: [...backendTags(found), ...speechBackendTags(settings)] };
       if (flags.json) {
         console.log(JSON.stringify(info, null, 2));
         return;

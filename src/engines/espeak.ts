@@ -2,6 +2,8 @@
  * espeak-ng, the voice that is always there: run once per request as a child process (a crash fails that
  * request only), bounded in time and in how many run at once. Speaks 16-bit mono PCM at 22050 Hz.
  */
+import type { EngineSettings } from "./settings.ts";
+
 export const ESPEAK_SAMPLE_RATE = 22050;
 const DEFAULT_WPM = 175;
 const TIMEOUT_MS = 60_000;
@@ -16,10 +18,10 @@ export interface EspeakVoice {
   aliases: string[];
 }
 
-export function findEspeak(env: Record<string, string | undefined> = Deno.env.toObject()): string | null {
-  const candidates = env.SKULK_ESPEAK_BIN
-    ? [env.SKULK_ESPEAK_BIN]
-    : (env.PATH ?? "").split(":").filter(Boolean).map((d) => `${d}/espeak-ng`);
+export function findEspeak(s: Pick<EngineSettings, "espeakBin" | "path">): string | null {
+  const candidates = s.espeakBin
+    ? [s.espeakBin]
+    : s.path.split(":").filter(Boolean).map((d) => `${d}/espeak-ng`);
   for (const p of candidates) {
     try {
       if (Deno.statSync(p).isFile) return p;
