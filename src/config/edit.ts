@@ -3,7 +3,7 @@
  * PUT body merges with the file on disk, and which keys a proposed file gets wrong (named, for the UI).
  */
 import { ConfigError, resolveConfig } from "./load.ts";
-import { type Config, type Setting, SETTINGS } from "./schema.ts";
+import { type Config, type Env, type Setting, SETTINGS } from "./schema.ts";
 
 export type YamlObject = Record<string, unknown>;
 
@@ -95,7 +95,7 @@ export function validateConfigYaml(yaml: YamlObject, yamlPath: string): ConfigPr
 }
 
 function kindOf(s: Setting<unknown>): SettingView["kind"] {
-  const d = typeof s.default === "function" ? (s.default as () => unknown)() : s.default;
+  const d = typeof s.default === "function" ? (s.default as (env: Env) => unknown)({}) : s.default;
   if (typeof d === "number") return "number";
   if (typeof d === "boolean") return "boolean";
   if (Array.isArray(d)) return "list";
@@ -104,7 +104,9 @@ function kindOf(s: Setting<unknown>): SettingView["kind"] {
 
 /** Every setting the file can hold, with what the running node uses, for the settings form. */
 export function settingViews(config: Config): SettingView[] {
-  return (Object.entries(SETTINGS) as [keyof Config, Setting<unknown>][]).map(([name, s]) => ({
+  return (Object.entries(SETTINGS) as [keyof Config, Setting<unknown>][]).filter(([, s]) => !s.fileless).map((
+    [name, s],
+  ) => ({
     key: s.key,
     env: s.env ?? null,
     flag: s.flag ? `--${s.flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}` : null,

@@ -9,6 +9,7 @@ import { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
+import { engineSettings } from "../engines/settings.ts";
 import { logger } from "../log/mod.ts";
 import { Catalog } from "../models/catalog.ts";
 import { followCustomCardEvents, loadCustomCardsInto } from "../models/custom.ts";
@@ -136,13 +137,14 @@ async function serve(
   // Telemetry: the local reading, refreshed on a timer; the version counter makes it last-write-wins.
   // Versions start from the clock so a restarted node's readings replace those of its previous run.
   let version = Date.now();
-  const found = config.worker ? await findEngines() : null;
+  const engines = engineSettings(config);
+  const found = config.worker ? await findEngines(engines) : null;
   const engine = found && {
     llamaServer: found.llamaServer,
     llamaCppBuild: found.build,
     // A node without ggml-rpc-server cannot lend memory, whatever its build speaks.
     rpcProtocol: found.rpcServer ? found.rpcProtocol : null,
-    backends: [...backendTags(found), ...speechBackendTags()],
+    backends: [...backendTags(found), ...speechBackendTags(engines)],
   };
   const wildcard = config.apiHost === "0.0.0.0" || config.apiHost === "::";
   const apiAddress = `${wildcard ? firstIpv4() ?? shownHost : shownHost}:${port}`;

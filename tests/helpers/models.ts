@@ -2,7 +2,8 @@
  * Tiny GGUF models for tests: generated once per option set under tests/.tmp/models/ and reused, so every
  * test that needs a real llama-server model gets one in milliseconds without any download.
  */
-import { resolveTinyOptions, type TinyOptions, writeTinyModel } from "../../src/models/gguf/tiny.ts";
+import { resolveTinyOptions, type TinyOptions, writeTinyModel } from "../../src/dev/gguf/tiny.ts";
+import { resolveConfig } from "../../src/config/load.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 export const MODELS_DIR = `${ROOT}tests/.tmp/models`;
@@ -34,7 +35,7 @@ export async function tinyModel(opts: TinyOptions = {}): Promise<string> {
     if (Deno.statSync(path).size > 0) return path;
   } catch { /* not made yet */ }
   // writeTinyModel renames into place, so parallel test workers never read a half-written file.
-  await writeTinyModel(path, opts);
+  await writeTinyModel(path, opts, resolveConfig({ flags: {}, env: Deno.env.toObject() }).config);
   return path;
 }
 

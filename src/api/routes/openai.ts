@@ -17,9 +17,6 @@ import { describe } from "../openapi.ts";
 import { slotsOf } from "../slots.ts";
 
 const log = logger("openai");
-const DEFAULT_MAX_TOKENS = Number(
-  Deno.env.get("SKULK_MAX_OUTPUT_TOKENS") ?? Deno.env.get("SKULK_MAX_TOKENS") ?? 4096,
-);
 
 const Message = z.looseObject({
   role: z.enum(["system", "user", "assistant", "developer", "tool", "function"]),
@@ -307,7 +304,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
     admit(maxTokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const { enable_thinking, max_completion_tokens: _mct, ...rest } = body;
-    const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? DEFAULT_MAX_TOKENS };
+    const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? ctx.config.maxOutputTokens };
     if (enable_thinking !== undefined) {
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
@@ -359,7 +356,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     if ("remote" in routed) return routed.remote;
     const { baseUrl, target } = routed.local;
     admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
-    const req = { ...body, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
+    const req = { ...body, max_tokens: body.max_tokens ?? ctx.config.maxOutputTokens };
     const { commandId, abort, res, release } = await startGeneration(
       ctx,
       target,

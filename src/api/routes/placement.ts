@@ -10,7 +10,6 @@ import type { ModelCard } from "../../models/card.ts";
 import {
   applyResolvedFacts,
   type HubDeps,
-  hubEndpoint,
   loadResolvedFacts,
   recordResolvedFacts,
   resolveFromHub,
@@ -87,7 +86,7 @@ export function currentView(node: NodeContext, now = Date.now()): ClusterView {
 
 /**
  * The card placement plans with: the catalogue's card with its recorded facts applied; a size the card
- * leaves open is resolved from the hub (`HF_ENDPOINT`) on first contact and recorded for next time.
+ * leaves open is resolved from the hub (`hub.endpoint`) on first contact and recorded for next time.
  */
 export async function placementCard(
   node: NodeContext,
@@ -104,7 +103,7 @@ export async function placementCard(
   }
   let facts = await loadResolvedFacts(node.store.db, modelId);
   if (!card.storage_size && !facts && card.gguf_file) {
-    const deps: HubDeps = { endpoint: hubEndpoint(), fetch, timeoutMs: 10_000, ...hub };
+    const deps: HubDeps = { endpoint: node.config.hubEndpoint, fetch, timeoutMs: 10_000, ...hub };
     try {
       facts = await resolveFromHub(card, deps);
     } catch (e) {

@@ -25,6 +25,7 @@ import { ApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { slotsOf } from "../slots.ts";
 import { queryModel } from "./audio.ts";
+import { engineSettings } from "../../engines/settings.ts";
 
 const log = logger("realtime");
 
@@ -45,8 +46,11 @@ function vadFactory(ctx: NodeContext): VadFactory {
     make: (turn, rate) => {
       if (turn.detector === "energy") return new EnergyVad(turn, rate);
       if (!ctx.worker) throw new Error("silero needs this node's worker, and it runs with --no-worker");
-      if (!findSherpaOnnx()) throw new Error("silero needs sherpa-onnx, which is not installed on this node");
-      const model = findSileroModel();
+      const engines = engineSettings(ctx.config);
+      if (!findSherpaOnnx(engines)) {
+        throw new Error("silero needs sherpa-onnx, which is not installed on this node");
+      }
+      const model = findSileroModel(engines);
       if ("error" in model) throw new Error(model.error);
       return new SileroVad(ctx.worker.vad(), turn, rate);
     },
@@ -78,6 +82,7 @@ function localSession(
 ): Response {
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
   // Idle means no event either way: a session waiting on a long transcription is not idle.
+  const idleMs = c.var.node.config.realtimeIdleMs;
   let idle: ReturnType<typeof setTimeout> | undefined;
   const touch = () => {
     clearTimeout(idle);
@@ -89,13 +94,13 @@ function localSession(
         error: {
           type: "invalid_request_error",
           code: "session_idle",
-          message: `no event for ${REALTIME_LIMITS.idleMs} ms; closing`,
+          message: `no event for ${idleMs} ms; closing`,
           param: null,
           event_id: null,
         },
       }));
       socket.close(CLOSE.idle, "idle timeout");
-    }, REALTIME_LIMITS.idleMs);
+    }, idleMs);
   };
   const session = new RealtimeSession(
     model,
@@ -106,7 +111,11 @@ function localSession(
     },
     async (samples, sampleRate, o, onDelta) => {
       try {
-        return await transcribeLocal(runner, { samples, sampleRate }, { task: "transcribe", ...o }, onDelta);
+        return await transcribeLocal(runner, { samples, sampleRate }, {
+          task: "transcribe",
+          maxQueued: c.var.node.config.speechMaxQueued,
+          ...o,
+        }, onDelta);
       } catch (e) {
         // A dead engine ends the session once the session has reported the failure (it does so first).
         if (runner.phase !== "ready") {
