@@ -71,11 +71,15 @@ describe("commands to the master", () => {
       60_000,
     );
 
-    const res = await post(follower.url, "/models/add", { model_id: MODEL, gguf_path: await tinyModel() });
-    const body = await res.json();
-    expect(res.status, JSON.stringify(body)).toBe(200);
-    const listed = await (await fetch(`${follower.url}/models`)).json();
-    expect(listed.data.map((m: { id: string }) => m.id)).toContain(MODEL);
+    // Several cards, each read back the moment its answer arrives (one could win the race by luck).
+    const gguf = await tinyModel();
+    for (const id of [`${MODEL}-1`, `${MODEL}-2`, `${MODEL}-3`, `${MODEL}-4`, MODEL]) {
+      const res = await post(follower.url, "/models/add", { model_id: id, gguf_path: gguf });
+      const body = await res.json();
+      expect(res.status, JSON.stringify(body)).toBe(200);
+      const listed = await (await fetch(`${follower.url}/models`)).json();
+      expect(listed.data.map((m: { id: string }) => m.id)).toContain(id);
+    }
   }, 120_000);
 
   it("four placements at once through both nodes: accepted = running, no node booked twice", async () => {
