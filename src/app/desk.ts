@@ -5,7 +5,7 @@
 import { logger } from "../log/mod.ts";
 import type { Command, CommandRequest, CommandResult, Outcome } from "./commands.ts";
 import { Busy, NoMaster, toWire } from "./errors.ts";
-import { decideCreate, decideDelete, decidePlace } from "./instances.ts";
+import { decideCreate, decideDelete, decidePlace, placementCard } from "./instances.ts";
 import { decideAddCard, decideDeleteCard } from "./models.ts";
 import type { DecidePorts } from "./ports.ts";
 
@@ -41,9 +41,17 @@ export class CommandDesk {
   }
 
   /** Runs `f` after everything queued before it, alone (healing's decisions use it too; not bounded). */
-  serial<T>(f: () => Promise<T>): Promise<T> {
+  async serial<T>(f: () => Promise<T>): Promise<T> {
     this.#waiting++;
-    const run = this.#tail.then(f).finally(() => this.#waiting--);
+    try {
+      return await this.#inTurn(f);
+    } finally {
+      this.#waiting--;
+    }
+  }
+
+  #inTurn<T>(f: () => Promise<T>): Promise<T> {
+    const run = this.#tail.then(f);
     this.#tail = run.catch(() => undefined);
     return run;
   }
@@ -52,36 +60,44 @@ export class CommandDesk {
    * Decides a command on this node, which must be the master; rejects with a domain error. `expiresAt`
    * (a forwarded command): past it the asking node has answered its client, so nothing may be indexed.
    */
-  run(command: Command, expiresAt?: number): Promise<CommandResult> {
+  async run(command: Command, expiresAt?: number): Promise<CommandResult> {
     if (this.#waiting >= COMMAND_QUEUE_LIMIT) {
-      return Promise.reject(
-        new Busy(`the master has ${this.#waiting} commands waiting (at most ${COMMAND_QUEUE_LIMIT}); retry`),
+      throw new Busy(
+        `the master has ${this.#waiting} commands waiting (at most ${COMMAND_QUEUE_LIMIT}); retry`,
       );
     }
-    return this.serial(() => {
-      // Checked at its turn: a master that stepped down while the command waited must not decide it.
-      if (!this.ports.isMaster()) {
-        throw new NoMaster(
-          "this node stopped being the master while the command waited; retry",
-          "master_changed",
-        );
-      }
-      if (expiresAt === undefined) return decide(this.ports, command);
-      const expired = () =>
-        new NoMaster(
-          `the command reached the master ${
-            Math.round((Date.now() - expiresAt) / 1000)
-          } s after the asking ` +
-            "node gave up on it; it was not applied, retry",
-          "master_changed",
-        );
-      if (Date.now() > expiresAt) throw expired();
-      // Checked again right before indexing: planning may have waited on the hub.
-      return decide({
-        ...this.ports,
-        index: (event) => (Date.now() > expiresAt ? Promise.reject(expired()) : this.ports.index(event)),
-      }, command);
-    });
+    this.#waiting++;
+    try {
+      // A card whose size is open is resolved from the hub (up to 10 s) before the command takes its turn,
+      // so one slow hub does not hold every other command; in turn, the recorded facts are read back.
+      if (command.kind === "place") await placementCard(this.ports, command.request.model_id);
+      return await this.#inTurn(() => this.#decideInTurn(command, expiresAt));
+    } finally {
+      this.#waiting--;
+    }
+  }
+
+  #decideInTurn(command: Command, expiresAt: number | undefined): Promise<CommandResult> {
+    // Checked at its turn: a master that stepped down while the command waited must not decide it.
+    if (!this.ports.isMaster()) {
+      throw new NoMaster(
+        "this node stopped being the master while the command waited; retry",
+        "master_changed",
+      );
+    }
+    if (expiresAt === undefined) return decide(this.ports, command);
+    const expired = () =>
+      new NoMaster(
+        `the command reached the master ${Math.round((Date.now() - expiresAt) / 1000)} s after the asking ` +
+          "node gave up on it; it was not applied, retry",
+        "master_changed",
+      );
+    if (Date.now() > expiresAt) throw expired();
+    // Checked again right before indexing: planning may have taken a while.
+    return decide({
+      ...this.ports,
+      index: (event) => (Date.now() > expiresAt ? Promise.reject(expired()) : this.ports.index(event)),
+    }, command);
   }
 
   /** The peer route's answer: the result, or the refusal as data (a bug stays an exception: a 500). */

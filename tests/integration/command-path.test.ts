@@ -115,6 +115,13 @@ describe("commands to the master", () => {
     expect(Object.keys(s.instances).sort()).toEqual([...ids].sort());
     const booked = Object.values(s.instances).flatMap(nodesOf);
     expect(new Set(booked).size, `nodes booked: ${booked.join(", ")}`).toBe(booked.length);
+
+    // With both engines loaded (their memory no longer reserved, the readings still capped at the limit),
+    // one more placement is still refused with numbers.
+    const late = await post(follower.url, "/place_instance", { model_id: MODEL });
+    const lateBody = (await late.json()) as Body;
+    expect(late.status, JSON.stringify(lateBody)).toBe(400);
+    expect(lateBody.error?.message).toMatch(/GB/);
   }, 240_000);
 
   it("a delete through the follower is gone from its /state on return", async () => {

@@ -42,7 +42,12 @@ async function master(o: { isMaster?: () => boolean; gate?: Promise<void> } = {}
   const telemetry = entries([
     { id: "n1", ram: 4 * GB, ramAvailable: 450 * MiB },
     { id: "n2", ram: 4 * GB, ramAvailable: 450 * MiB },
-  ]).map(([id, e]) => [id, { ...e, receivedAt: now }] as [string, typeof e]);
+  ]).map(([id, e]) =>
+    [id, { ...e, receivedAt: now, reading: { ...e.reading, memoryLimit: 450 * MiB } }] as [
+      string,
+      typeof e,
+    ]
+  );
   const ports: DecidePorts = {
     state: () => log.state,
     telemetry: () => telemetry,
@@ -87,6 +92,15 @@ describe("the command desk", () => {
       Object.keys(Object.values(i)[0].shardAssignments.nodeToRunner)
     );
     expect(booked.sort()).toEqual(["n1", "n2"]);
+
+    // Once their engines load, their memory is no longer reserved; the nodes' readings stay capped at the
+    // 450 MiB they lend, so only the limit minus what their engines hold is free: still no room.
+    for (const i of Object.values(log.state.instances)) {
+      for (const runnerId of Object.values(Object.values(i)[0].shardAssignments.nodeToRunner)) {
+        await log.append(makeEvent("RunnerStatusUpdated", { runnerId, runnerStatus: { RunnerReady: {} } }));
+      }
+    }
+    await expect(desk.run(place)).rejects.toMatchObject({ kind: "Refused" });
   });
 
   it("refuses at once when its queue is full, retryably", async () => {
