@@ -157,3 +157,26 @@ describe("commands to the master", () => {
     expect(res.status, await res.clone().text()).toBe(200);
   }, 180_000);
 });
+
+describe("the default model", () => {
+  it("is registered and placed through the same commands as a client's", async () => {
+    const gguf = await tinyModel();
+    const d = await startDaemon({
+      args: ["--no-mdns"],
+      env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_DEFAULT_MODEL: gguf },
+    });
+    running.push(d);
+    const s = await waitForState(
+      d.url,
+      (st) =>
+        Object.values(st.instances).length === 1 &&
+        Object.values(st.instances).every((i) =>
+          runnersOf(i).every((r) => runnerTag(st, r) === "RunnerReady")
+        ),
+      "the default model to run",
+      120_000,
+    );
+    expect(nodesOf(Object.values(s.instances)[0])).toEqual([d.nodeId]);
+    expect(d.log()).toMatch(/placed the default model/);
+  }, 180_000);
+});
