@@ -2,7 +2,6 @@
  * The cluster plane of one node: discovery feeds the address book, a timer runs gossip rounds, the
  * election decides this node's role, and replication keeps the log in step. It owns ctx.submit/masterNodeId.
  */
-import { ApiError } from "../api/errors.ts";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { eq } from "drizzle-orm";
@@ -10,7 +9,8 @@ import { kv } from "../store/schema.ts";
 import { StoreWriteError } from "../store/db.ts";
 import { AddressBook, pickTargets } from "./addresses.ts";
 import type { Discovery } from "./discovery/static-peers.ts";
-import { CommitTracker, NoQuorum } from "./commit.ts";
+import { CommitTracker, NoMaster, NoQuorum } from "./commit.ts";
+export { NoMaster } from "./commit.ts";
 import { commitIndex, decide, holdsMajority, majority } from "./election.ts";
 import { type Event, eventType, makeEvent } from "./events.ts";
 import {
@@ -76,14 +76,6 @@ export interface HealthIssue {
   message: string;
 }
 
-/** A request caught between masters: the caller should retry shortly. */
-export class NoMaster extends ApiError {
-  constructor(message: string) {
-    super(503, message, { type: "service_unavailable", retryAfter: 1 });
-    this.name = "NoMaster";
-  }
-}
-
 /** What the peer routes call; set on ctx.cluster while the plane runs. */
 export interface ClusterHandle {
   verify(req: { method: string; path: string; headers: Headers; body: Uint8Array }): Promise<Verdict>;
@@ -103,8 +95,8 @@ export interface ClusterHandle {
   view(): ClusterView;
   /** Why this node's view of the cluster is not current (empty when it is). */
   health(): HealthIssue[];
-  /** A signed request to another node's peer route. */
-  call(nodeId: string, path: string, body: unknown): Promise<unknown>;
+  /** A signed request to another node's peer route (`timeoutMs`: 5 s unless given). */
+  call(nodeId: string, path: string, body: unknown, timeoutMs?: number): Promise<unknown>;
 }
 
 export interface ClusterView {
@@ -753,10 +745,10 @@ export class ClusterNode {
       },
       view: () => this.view(),
       health: () => this.health(),
-      call: (nodeId, path, body) => {
+      call: (nodeId, path, body, timeoutMs = 5000) => {
         const addr = this.addressOf(nodeId);
         if (!addr) throw new NoMaster(`node ${nodeId} has no known address yet; retry in a moment`);
-        return this.deps.transport(addr, path, body, 5000);
+        return this.deps.transport(addr, path, body, timeoutMs);
       },
     };
   }

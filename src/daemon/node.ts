@@ -3,6 +3,8 @@
  * starts telemetry and the API, and shuts all of it down in reverse order on SIGINT/SIGTERM.
  */
 import { type AppExtras, createApp } from "../api/app.ts";
+import { CommandDesk } from "../app/desk.ts";
+import { decidePorts } from "../app/ports.ts";
 import { firstIpv4 } from "../api/routes/node.ts";
 import { EventLog } from "../cluster/log.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
@@ -92,6 +94,7 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       },
       whenCaughtUp: () => Promise.resolve(),
     };
+    ctx.commands = new CommandDesk(decidePorts(ctx));
     await loadCustomCardsInto(store.db, ctx.catalog);
     followCustomCardEvents(eventLog, store.db, ctx.catalog);
     return await serve(ctx, lock, opts);

@@ -105,5 +105,10 @@ export const NodeReadingSchema = z.object({
   network: NodeNetworkInfoSchema.nullable(),
   disk: NodeDiskInfoSchema.nullable(),
   engine: EngineInfoSchema.nullable(),
+  /**
+   * Ours, only when set: `node.memory_limit`, the most RAM this node lends in all. `memory` is capped at it,
+   * which cannot show what loaded engines use, so the planner subtracts their footprints from it.
+   */
+  memoryLimit: z.number().int().positive().optional(),
 }).strict();
 export type NodeReading = z.infer<typeof NodeReadingSchema>;
