@@ -314,12 +314,14 @@ export const SETTINGS = {
    * After that, the longest the other node may stay silent (no byte of the answer, no answer to a probe
    * sent every second of silence) before the forward fails with a 503 naming it. Not a first-byte
    * deadline: a node that keeps answering probes is working (a long prefill, a non-streamed generation).
+   * 6 s: a live node answers a probe in milliseconds even when busy, and a client must not wait past 10 s
+   * on a node cut off mid-stream (the chaos suite's partition scenarios measured one such 15 s wait).
    */
   forwardSilenceTimeout: setting({
     key: "cluster.forward_silence_timeout_seconds",
     env: "SKULK_FORWARD_SILENCE_TIMEOUT",
     schema: seconds,
-    default: 15,
+    default: 6,
     description:
       "then the longest it may send nothing and answer no probe before the forward fails (not a first-byte deadline)",
   }),
