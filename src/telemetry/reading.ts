@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { MemorySchema } from "../cluster/tagged.ts";
+import { MAX_REPORTED, RunningRequestSchema } from "../serving/running.ts";
 
 export const NodeIdentityInfoSchema = z.object({
   modelId: z.string(),
@@ -105,5 +106,7 @@ export const NodeReadingSchema = z.object({
   network: NodeNetworkInfoSchema.nullable(),
   disk: NodeDiskInfoSchema.nullable(),
   engine: EngineInfoSchema.nullable(),
+  /** Requests this node's engines generate now (ours; optional so older peers still parse). */
+  running: z.array(RunningRequestSchema).max(MAX_REPORTED).optional(),
 }).strict();
 export type NodeReading = z.infer<typeof NodeReadingSchema>;

@@ -215,6 +215,9 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
         await page.getByRole("link", { name: "Model store" }).click();
         const running = page.locator(".instance").filter({ hasText: MODEL });
         await running.getByText("ready", { exact: true }).waitFor();
+        // It is named by what runs it, not by the wire tag.
+        await expect(running.locator(".row-head").textContent()).resolves.toContain("llama.cpp on one node");
+        await expect(running.textContent()).resolves.not.toContain("MlxRing");
         await expect(running.getByRole("button", { name: `Delete instance of ${MODEL}` }).count()).resolves
           .toBe(1);
         await shot(page, "model-store");

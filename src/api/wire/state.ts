@@ -4,6 +4,7 @@
  */
 import type { ClusterState } from "../../cluster/state.ts";
 import type { TelemetryEntry } from "../../cluster/telemetry.ts";
+import { tasksOf } from "../../serving/running.ts";
 import type { NodeReading } from "../../telemetry/reading.ts";
 
 export interface HealthReason {
@@ -77,7 +78,11 @@ export function stateToWire(
     instances: state.instances,
     runners: state.runners,
     downloads: state.downloads,
-    tasks: state.tasks,
+    // Serving tasks are not events here: each node reports the requests its engines run (gossiped readings).
+    tasks: {
+      ...state.tasks,
+      ...tasksOf(telemetry.flatMap(([, e]) => e.reading.running ?? []), state.tracingEnabled),
+    },
     lastSeen: Object.fromEntries(telemetry.map(([id, e]) => [id, new Date(e.receivedAt).toISOString()])),
     topology: { nodes: telemetry.map(([id]) => id), connections: {} },
     tracingEnabled: state.tracingEnabled,
