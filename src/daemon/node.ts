@@ -176,7 +176,11 @@ async function serve(
     memoryLimit: config.memoryLimit,
   });
   const sample = async () => {
-    const reading = { ...await collector.read(), running: runningOf(ctx).driven(ctx.nodeId) };
+    const reading = {
+      ...await collector.read(),
+      running: runningOf(ctx).driven(ctx.nodeId),
+      links: ctx.cluster?.links() ?? [],
+    };
     version = Math.max(version + 1, Date.now());
     ctx.telemetry.offer(reading, version, Date.now());
     return reading;

@@ -95,6 +95,20 @@ export const EngineInfoSchema = z.object({
   backends: z.array(z.string()),
 }).strict();
 
+/** A measured link from this node to a peer: the round trip of its last gossip exchange with it. */
+export const LinkSchema = z.object({
+  nodeId: z.string(),
+  /** The peer's API address the exchange went to ("host:port"). */
+  address: z.string(),
+  rttMs: z.number().nonnegative(),
+  /** When it was measured (ms since epoch, this node's clock). */
+  measuredAt: z.number(),
+}).strict();
+export type Link = z.infer<typeof LinkSchema>;
+
+/** Most links one reading carries (a reading is gossiped, so it stays bounded). */
+export const MAX_LINKS = 256;
+
 export const NodeReadingSchema = z.object({
   nodeId: z.string(),
   /** Where the node's API answers, for peers and the data plane ("host:port"). */
@@ -108,5 +122,7 @@ export const NodeReadingSchema = z.object({
   engine: EngineInfoSchema.nullable(),
   /** Requests this node's engines generate now (ours; optional so older peers still parse). */
   running: z.array(RunningRequestSchema).max(MAX_REPORTED).optional(),
+  /** Peers this node exchanged gossip with lately, with the measured round trip (ours; optional likewise). */
+  links: z.array(LinkSchema).max(MAX_LINKS).optional(),
 }).strict();
 export type NodeReading = z.infer<typeof NodeReadingSchema>;

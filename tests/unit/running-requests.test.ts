@@ -1,5 +1,6 @@
 /** The running-request registry's pure decisions: where a cancel goes, and `/state` tasks from reports. */
 import { describe, expect, it } from "vitest";
+import { topologyOf } from "../../src/api/wire/state.ts";
 import { cancelRoute, type RunningRequest, RunningRequests, tasksOf } from "../../src/serving/running.ts";
 
 const req = (commandId: string, driverNode: string, ownerNode: string, startedAt = 1): RunningRequest => ({
@@ -55,5 +56,55 @@ describe("RunningRequests", () => {
     r.remove("1");
     expect(r.has("1")).toBe(false);
     expect(r.driven("a").map((x) => x.commandId)).toEqual(["3"]);
+  });
+});
+
+describe("topologyOf", () => {
+  const reading = (nodeId: string, links: unknown[]) => ({ reading: { nodeId, links } }) as never;
+  it("draws one edge per measured link between seen nodes, skipping unknown peers and bad addresses", () => {
+    const t = topologyOf([
+      [
+        "a",
+        reading("a", [
+          { nodeId: "b", address: "10.0.0.2:52415", rttMs: 1.5, measuredAt: 7 },
+          { nodeId: "gone", address: "10.0.0.9:52415", rttMs: 1, measuredAt: 7 },
+        ]),
+      ],
+      [
+        "b",
+        reading("b", [
+          { nodeId: "a", address: "[fd00::1]:52416", rttMs: 2, measuredAt: 8 },
+          { nodeId: "a", address: "nonsense", rttMs: 2, measuredAt: 9 },
+        ]),
+      ],
+      ["c", reading("c", [])],
+    ]);
+    expect(t.nodes).toEqual(["a", "b", "c"]);
+    expect(t.connections).toEqual({
+      a: {
+        b: [{
+          sinkMultiaddr: {
+            address: "/ip4/10.0.0.2/tcp/52415",
+            address_type: "ip4",
+            ip_address: "10.0.0.2",
+            port: 52415,
+          },
+          rttMs: 1.5,
+          measuredAt: 7,
+        }],
+      },
+      b: {
+        a: [{
+          sinkMultiaddr: {
+            address: "/ip6/fd00::1/tcp/52416",
+            address_type: "ip6",
+            ip_address: "fd00::1",
+            port: 52416,
+          },
+          rttMs: 2,
+          measuredAt: 8,
+        }],
+      },
+    });
   });
 });

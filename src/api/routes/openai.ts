@@ -233,6 +233,8 @@ function streamResponse(
   const lines = new SseLineReader();
   let keepAlive: ReturnType<typeof setInterval> | undefined;
   let lastSent = Date.now();
+  /** Set once the stream was closed or errored: a read that settles afterwards sends nothing. */
+  let ended = false;
   const finish = () => {
     clearInterval(keepAlive);
     runningOf(c.var.node).remove(commandId);
@@ -240,6 +242,18 @@ function streamResponse(
   };
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
+      // A cancel ends the client's stream here and now, whether or not a read of the engine's body is
+      // pending (an aborted fetch does not always settle one); closing the engine connection stops it.
+      abort.signal.addEventListener("abort", () => {
+        if (ended) return;
+        ended = true;
+        try {
+          controller.enqueue(enc.encode(frame.fail("generation was cancelled")));
+          controller.close();
+        } catch { /* the client already went */ }
+        finish();
+        void reader.cancel().catch(() => undefined);
+      });
       const send = (text: string) => {
         lastSent = Date.now();
         controller.enqueue(enc.encode(text));
@@ -259,6 +273,7 @@ function streamResponse(
       try {
         for (;;) {
           const { done, value } = await reader.read();
+          if (ended) return;
           const text = done ? frame.end() : lines.push(value).map((p) => frame.push(p)).join("");
           if (text) {
             lastSent = Date.now();
@@ -266,6 +281,7 @@ function streamResponse(
           }
           if (done || frame.done()) {
             // The engine may hold its connection open after [DONE]; the answer is complete, so end it now.
+            ended = true;
             controller.close();
             finish();
             if (!done) void reader.cancel().catch(() => undefined);
@@ -274,6 +290,8 @@ function streamResponse(
           if (text) return;
         }
       } catch (e) {
+        if (ended) return;
+        ended = true;
         try {
           controller.enqueue(
             enc.encode(abort.signal.aborted ? frame.fail("generation was cancelled") : onError(e)),
@@ -285,6 +303,7 @@ function streamResponse(
     },
     cancel() {
       // The client went away: closing the engine connection stops its generation.
+      ended = true;
       finish();
       abort.abort();
     },
