@@ -35,3 +35,17 @@ export function instanceName(instance: Instance): string {
   if (nodes <= 1) return `${engine} on one node`;
   return `${engine} split across ${nodes} nodes`;
 }
+
+/** A placement kind (`instance_meta` of a preview) in words, for an option that has no instance to name. */
+export function placementKindName(meta: string): string {
+  switch (meta) {
+    case "LlamaRpc":
+      return "an RPC pool (one llama.cpp driver, the other nodes lending memory)";
+    case "MlxRing":
+      return "one engine per node, layers split in a pipeline";
+    case "MlxJaccl":
+      return "a tensor-parallel group (Macs with MLX only)";
+    default:
+      return "an unknown kind of instance";
+  }
+}

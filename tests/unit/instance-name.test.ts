@@ -1,7 +1,7 @@
 /** The instance names users see: engine and node count from the wire instance, never the wire tag. */
 import { describe, expect, it } from "vitest";
 import type { Instance } from "../../src/cluster/instances.ts";
-import { instanceName } from "../../src/engines/instance-name.ts";
+import { instanceName, placementKindName } from "../../src/engines/instance-name.ts";
 
 const base = {
   storageSize: { inBytes: 1000 },
@@ -117,5 +117,16 @@ describe("instanceName", () => {
     for (const i of [ring(llama, 1), pool(llama, 2)]) {
       expect(instanceName(i)).not.toMatch(/Instance|Mlx|Rpc[A-Z]/);
     }
+  });
+});
+
+describe("placementKindName", () => {
+  it.each([
+    ["LlamaRpc", "an RPC pool (one llama.cpp driver, the other nodes lending memory)"],
+    ["MlxRing", "one engine per node, layers split in a pipeline"],
+    ["MlxJaccl", "a tensor-parallel group (Macs with MLX only)"],
+    ["Other", "an unknown kind of instance"],
+  ])("%s", (meta, words) => {
+    expect(placementKindName(meta)).toBe(words);
   });
 });
