@@ -22,8 +22,11 @@ export const RunningRequestSchema = z.object({
 }).strict();
 export type RunningRequest = z.infer<typeof RunningRequestSchema>;
 
-/** Most running requests one node reports in a reading: a reading is gossiped, so it stays bounded. */
-export const MAX_REPORTED = 256;
+/**
+ * Most running requests one node reports in a reading (oldest first): a reading is gossiped, up to 24 to
+ * a message, and a message must stay well under the 4 MiB peer body limit.
+ */
+export const MAX_REPORTED = 128;
 
 interface Entry {
   request: RunningRequest;

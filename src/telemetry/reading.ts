@@ -107,7 +107,7 @@ export const LinkSchema = z.object({
 export type Link = z.infer<typeof LinkSchema>;
 
 /** Most links one reading carries (a reading is gossiped, so it stays bounded). */
-export const MAX_LINKS = 256;
+export const MAX_LINKS = 128;
 
 export const NodeReadingSchema = z.object({
   nodeId: z.string(),
