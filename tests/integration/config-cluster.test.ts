@@ -6,6 +6,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
+import { engineBinary, tinyModel } from "../helpers/models.ts";
+import { waitForState } from "../helpers/cluster.ts";
 
 const running: Daemon[] = [];
 afterAll(async () => {
@@ -109,5 +111,42 @@ describe("cluster-wide settings", () => {
     const b2 = await node(db, ["--peer", `127.0.0.1:${a.port}`], b.dataDir);
     expect(await setting(b2.url, "cluster.node_timeout_seconds")).toMatchObject({ running: 41 });
     expect(await setting(b2.url, "api.max_concurrent_streams")).toMatchObject({ running: 7 });
+  }, 180_000);
+
+  it("a cluster default model set through PUT /config is placed when the node starts again", async () => {
+    const dir = tempDir("skulk-cfg-default-");
+    Deno.writeTextFileSync(`${dir}/skulk.yaml`, "node:\n  friendly_name: solo\n");
+    const gguf = await tinyModel();
+    const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
+    const args = ["--no-mdns", "--config", `${dir}/skulk.yaml`];
+    const first = await startDaemon({ dataDir: `${dir}/data`, args, env });
+    running.push(first);
+    const res = await fetch(`${first.url}/config`, {
+      method: "PUT",
+      body: JSON.stringify({ node: { friendly_name: "solo" }, inference: { default_model: gguf } }),
+    });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({
+      requiresRestart: true,
+      cluster: { "inference.default_model": gguf },
+    });
+    expect(Object.keys((await json<{ instances: object }>(`${first.url}/state`)).instances)).toEqual([]);
+    await first.stop();
+    running.splice(running.indexOf(first), 1);
+
+    // Not in the file: the node's own log brings it back, and the default-model plane places it.
+    expect(Deno.readTextFileSync(`${dir}/skulk.yaml`)).not.toContain("default_model");
+    const again = await startDaemon({ dataDir: `${dir}/data`, args, env });
+    running.push(again);
+    expect(await setting(again.url, "inference.default_model")).toMatchObject({
+      scope: "cluster",
+      running: gguf,
+    });
+    await waitForState(
+      again.url,
+      (s) => Object.keys(s.instances).length === 1,
+      "the default model placed",
+      90_000,
+    );
   }, 180_000);
 });
