@@ -104,7 +104,10 @@ export const SETTINGS = {
     schema: z.string().min(16, "must be at least 16 characters").nullable(),
     default: null,
   }),
-  /** Browser origins besides the node's own that may call the API (CORS and state-changing requests). Cluster-wide: a browser app may call whichever node, so every node allows the same origins. */
+  /**
+   * Browser origins besides the node's own that may call the API (CORS and state-changing requests).
+   * Cluster-wide: a browser app may call whichever node, so every node allows the same origins.
+   */
   corsOrigins: setting({
     scope: "cluster",
     key: "api.cors_origins",
@@ -222,7 +225,10 @@ export const SETTINGS = {
     schema: seconds,
     default: 30,
   }),
-  /** How long the master waits for a majority to hold an event before answering a retryable 503. Cluster-wide: whichever node is master waits the same, across failovers. */
+  /**
+   * How long the master waits for a majority to hold an event before answering a retryable 503.
+   * Cluster-wide: whichever node is master waits the same, across failovers.
+   */
   commitTimeout: setting({
     scope: "cluster",
     key: "cluster.commit_timeout_seconds",
@@ -230,7 +236,10 @@ export const SETTINGS = {
     schema: seconds,
     default: 3,
   }),
-  /** Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts). Cluster-wide: whichever node is master heals with the same backoff, across failovers. */
+  /**
+   * Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts).
+   * Cluster-wide: whichever node is master heals with the same backoff, across failovers.
+   */
   healRetryBase: setting({
     scope: "cluster",
     key: "cluster.heal_retry_seconds",
