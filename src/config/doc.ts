@@ -2,7 +2,7 @@
  * docs/configuration.md, rendered from the settings table (pure): the fixed prose around one row per
  * setting. scripts/embed.ts writes it and `--check` fails when the page on disk differs.
  */
-import { type Setting, SETTINGS } from "./schema.ts";
+import { scopeOf, type Setting, SETTINGS } from "./schema.ts";
 
 const INTRO = `# Configuration
 
@@ -14,6 +14,11 @@ wins), else \`skulk.yaml\` (\`--config\`, \`SKULK_CONFIG\`, default \`./skulk.ya
 \`api.port\` is \`api: {port: …}\`), else the default. A bad value exits with code 2 naming the key, where the
 value came from and why; secrets are shown as \`(hidden)\` there and in \`GET /config\`. No part of the program
 reads these variables itself: each reaches its user through the resolved config.
+
+The scope column says who holds a value. **node**: this node alone (its flags, environment and \`skulk.yaml\`;
+\`PUT /config\` writes this node's file). **cluster**: every node must agree on it, so \`PUT /config\` on any node
+makes it a \`ClusterConfigChanged\` event that the master indexes and every node applies over its own flags,
+environment and file, and keeps across restarts ([cluster.md](cluster.md#settings)).
 `;
 
 const CLUSTER_KEY = `## The cluster key
@@ -63,12 +68,19 @@ export function defaultCell(s: Setting<unknown>): string {
 /** The whole page. */
 export function configurationDoc(): string {
   const rows = (Object.values(SETTINGS) as Setting<unknown>[]).map((s) => {
-    const cells = [`\`${s.key}\``, flagCell(s), envCell(s), cell(defaultCell(s)), cell(s.description)];
+    const cells = [
+      `\`${s.key}\``,
+      scopeOf(s),
+      flagCell(s),
+      envCell(s),
+      cell(defaultCell(s)),
+      cell(s.description),
+    ];
     return `|${cells.map((c) => (c ? ` ${c} ` : " ")).join("|")}|`;
   });
   const table = [
-    "| key | flag | environment | default | what it sets |",
-    "|---|---|---|---|---|",
+    "| key | scope | flag | environment | default | what it sets |",
+    "|---|---|---|---|---|---|",
     ...rows,
   ].join("\n");
   return `${INTRO}\n${table}\n\n${CLUSTER_KEY}`;

@@ -89,7 +89,17 @@ export interface Setting<T> {
   fileless?: true;
   /** A credential: never shown back (GET /config, the settings form, logs). */
   secret?: true;
+  /**
+   * "cluster": every node must agree on it, so `PUT /config` makes it a `ClusterConfigChanged` event that
+   * every node applies (over its flag, environment and skulk.yaml) and keeps across restarts. Absent:
+   * node-local, this node's skulk.yaml only (ports, paths, credentials, per-node limits, bootstrap).
+   */
+  scope?: "cluster";
 }
+
+export type Scope = "cluster" | "node";
+
+export const scopeOf = (s: Setting<unknown>): Scope => s.scope ?? "node";
 
 function setting<T>(s: Setting<T>): Setting<T> {
   return s;
@@ -121,8 +131,12 @@ export const SETTINGS = {
     description:
       "secret, 16+ characters: clients send `Authorization: Bearer <key>`; also makes the node generate a cluster secret (below)",
   }),
-  /** Browser origins besides the node's own that may call the API (CORS and state-changing requests). */
+  /**
+   * Browser origins besides the node's own that may call the API (CORS and state-changing requests).
+   * Cluster-wide: a browser app may call whichever node, so every node allows the same origins.
+   */
   corsOrigins: setting({
+    scope: "cluster",
     key: "api.cors_origins",
     env: "SKULK_CORS_ORIGINS",
     schema: originList,
@@ -274,23 +288,33 @@ export const SETTINGS = {
     description: "discover and announce peers by mDNS",
     flagText: "`--no-mdns`",
   }),
+  /** Cluster-wide: every node judges a silent node dead after the same time. */
   nodeTimeout: setting({
+    scope: "cluster",
     key: "cluster.node_timeout_seconds",
     env: "SKULK_NODE_TIMEOUT",
     schema: seconds,
     default: 30,
     description: "a node silent this long is timed out by the master",
   }),
-  /** How long the master waits for a majority to hold an event before answering a retryable 503. */
+  /**
+   * How long the master waits for a majority to hold an event before answering a retryable 503.
+   * Cluster-wide: whichever node is master waits the same, across failovers.
+   */
   commitTimeout: setting({
+    scope: "cluster",
     key: "cluster.commit_timeout_seconds",
     env: "SKULK_COMMIT_TIMEOUT",
     schema: seconds,
     default: 3,
     description: "how long the master waits for a majority to hold an event before answering a retryable 503",
   }),
-  /** Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts). */
+  /**
+   * Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts).
+   * Cluster-wide: whichever node is master heals with the same backoff, across failovers.
+   */
   healRetryBase: setting({
+    scope: "cluster",
     key: "cluster.heal_retry_seconds",
     env: "SKULK_HEAL_RETRY",
     schema: seconds,
@@ -372,7 +396,9 @@ export const SETTINGS = {
     default: "energy" as const,
     description: "realtime turn detector when a session names none",
   }),
+  /** Cluster-wide: the cluster places one default model, not one per node. */
   defaultModel: setting({
+    scope: "cluster",
     key: "inference.default_model",
     flag: "defaultModel",
     env: "SKULK_DEFAULT_MODEL",

@@ -30,12 +30,15 @@ export class DefaultModel implements Plane {
   #stopped = false;
   #task: Promise<void> | null = null;
 
-  constructor(private readonly spec: string) {}
+  /** `spec` is read at start: the setting is cluster-wide, so the log may set it after the config loaded. */
+  constructor(private readonly spec: () => string | null) {}
 
   start(ctx: NodeContext): void {
-    this.#task = this.#run(ctx).catch((e) => {
+    const spec = this.spec();
+    if (!spec) return;
+    this.#task = this.#run(ctx, spec).catch((e) => {
       log.error("could not place the default model {spec}: {error}", {
-        spec: this.spec,
+        spec,
         error: (e as Error).message,
       });
     });
@@ -46,10 +49,10 @@ export class DefaultModel implements Plane {
     await this.#task;
   }
 
-  async #run(ctx: NodeContext): Promise<void> {
-    let modelId = this.spec;
-    if (this.spec.endsWith(".gguf") || await isFile(this.spec)) {
-      const path = this.spec.startsWith("/") ? this.spec : `${Deno.cwd()}/${this.spec}`;
+  async #run(ctx: NodeContext, spec: string): Promise<void> {
+    let modelId = spec;
+    if (spec.endsWith(".gguf") || await isFile(spec)) {
+      const path = spec.startsWith("/") ? spec : `${Deno.cwd()}/${spec}`;
       const card = await localCard(path);
       modelId = card.model_id;
       if (!ctx.catalog.get(modelId)) {

@@ -7,7 +7,9 @@ import { CommandDesk } from "../app/desk.ts";
 import { decidePorts } from "../app/ports.ts";
 import { firstIpv4 } from "../api/routes/node.ts";
 import { EventLog } from "../cluster/log.ts";
+import type { ClusterState } from "../cluster/state.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
+import { withClusterConfig } from "../config/edit.ts";
 import type { Config } from "../config/schema.ts";
 import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
@@ -20,6 +22,7 @@ import { loadOrCreateIdentity } from "../node/identity.ts";
 import { acquireLock } from "../node/lock.ts";
 import { openStore } from "../store/db.ts";
 import { recordHistory, recordNode } from "../store/history.ts";
+import { runningOf } from "../serving/running.ts";
 import { Collector } from "../telemetry/collect.ts";
 import { VERSION } from "../version.ts";
 import { Worker } from "../worker/worker.ts";
@@ -56,6 +59,22 @@ export class PortInUse extends Error {
     super(`API port ${port} on ${host} is already in use; stop what holds it or pass --api-port`);
     this.name = "PortInUse";
   }
+}
+
+/**
+ * Keeps `ctx.config` the node's own settings with the cluster-scope values of the log over them: at start
+ * (a restarted node keeps what the cluster set) and on every `ClusterConfigChanged` or snapshot reset.
+ * The planes read `ctx.config` when they act, so a change applies while running.
+ */
+function followClusterConfig(ctx: NodeContext): void {
+  const own = { ...ctx.config };
+  const apply = (state: ClusterState) =>
+    Object.assign(ctx.config, withClusterConfig(own, state.clusterConfig ?? {}));
+  apply(ctx.log.state);
+  ctx.log.onApplied((ie, _before, after) => {
+    if ("ClusterConfigChanged" in ie.event) apply(after);
+  });
+  ctx.log.onReset(apply);
 }
 
 export async function startNode(opts: StartOptions): Promise<RunningNode> {
@@ -95,6 +114,7 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       whenCaughtUp: () => Promise.resolve(),
     };
     ctx.commands = new CommandDesk(decidePorts(ctx));
+    followClusterConfig(ctx);
     await loadCustomCardsInto(store.db, ctx.catalog);
     followCustomCardEvents(eventLog, store.db, ctx.catalog);
     return await serve(ctx, lock, opts);
@@ -161,7 +181,11 @@ async function serve(
     memoryLimit: config.memoryLimit,
   });
   const sample = async () => {
-    const reading = await collector.read();
+    const reading = {
+      ...await collector.read(),
+      running: runningOf(ctx).driven(ctx.nodeId),
+      links: ctx.cluster?.links() ?? [],
+    };
     version = Math.max(version + 1, Date.now());
     ctx.telemetry.offer(reading, version, Date.now());
     return reading;

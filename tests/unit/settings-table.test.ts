@@ -28,6 +28,7 @@ const READ =
 const OTHER_ENV_READS: Record<string, string> = {
   "src/telemetry/collect.ts": "PATH, to find nvidia-smi",
   "src/engines/settings.ts": "PATH, searched for engines no setting names",
+  "src/engines/lifeline.ts": "PATH, to find setpriv for the parent-death signal",
   "src/downloads/http1.ts": "the proxy variables fetch honours and our HTTP/1.1 client does not",
 };
 
