@@ -379,7 +379,7 @@ describe("speech on one node", () => {
             `speech.${format === "vorbis" ? "ogg" : format}`,
           ),
         });
-        expect(res.status).toBe(200);
+        expect(res.status, await res.clone().text()).toBe(200);
         const body = await res.json();
         // Encoders pad a little (MP3 frames, Opus pre-skip): the decoded length stays within 0.1 s.
         expect(Math.abs(body.duration - parseWav(hello).samples.length / 22050)).toBeLessThan(0.1);
