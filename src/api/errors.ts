@@ -6,6 +6,7 @@ import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import { UntrustedInputError } from "../security/ids.ts";
+import { ToolRequestError } from "../serving/forced-tools.ts";
 
 const REASONS: Record<number, string> = {
   400: "Bad Request",
@@ -45,6 +46,9 @@ export function toApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return err;
   if (err instanceof UntrustedInputError) {
     return new ApiError(400, err.message, { param: err.field, type: "invalid_request_error" });
+  }
+  if (err instanceof ToolRequestError) {
+    return new ApiError(400, err.message, { param: err.param, type: "invalid_request_error" });
   }
   return null;
 }

@@ -132,6 +132,31 @@ export function runnerTag(s: WireState, runnerId: string): string | undefined {
   return st ? Object.keys(st)[0] : undefined;
 }
 
+/**
+ * Places a tiny model (a ready single-node instance of `ggufPath` as `modelId`) on a node and waits, up to
+ * `timeoutMs` (the machine may be busy), for its runner to be ready.
+ */
+export async function placeReady(
+  node: Node & { nodeId: string },
+  modelId: string,
+  ggufPath: string,
+  ctx = 2048,
+  timeoutMs = 180_000,
+): Promise<{ instanceId: string; runnerId: string }> {
+  const instance = singleNodeInstance(node.nodeId, localCardWire(modelId, ggufPath), ctx);
+  const res = await postInstance(node, instance);
+  if (res.status !== 200) throw new Error(`placing ${modelId}: ${res.status} ${await res.text()}`);
+  const body = instanceBody(instance);
+  const runnerId = Object.keys(body.shardAssignments.runnerToShard)[0];
+  await waitForState(
+    node.url,
+    (s) => runnerTag(s, runnerId) === "RunnerReady",
+    "the runner to be ready",
+    timeoutMs,
+  );
+  return { instanceId: body.instanceId, runnerId };
+}
+
 export function pidAlive(pid: number): boolean {
   try {
     return !/\) Z /.test(Deno.readTextFileSync(`/proc/${pid}/stat`));

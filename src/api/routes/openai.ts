@@ -9,6 +9,7 @@ import { z } from "zod";
 import { logger } from "../../log/mod.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
+import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { forwardRequest } from "../../serving/forward.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
@@ -33,6 +34,8 @@ export const ChatRequest = z.looseObject({
   max_tokens: positiveTokens.nullish(),
   max_completion_tokens: positiveTokens.nullish(),
   enable_thinking: z.boolean().optional(),
+  tools: z.array(ChatTool).optional(),
+  tool_choice: ChatToolChoice.optional(),
 });
 export const CompletionRequest = z.looseObject({
   model: z.string().min(1, "must name a model"),
@@ -302,15 +305,17 @@ export const openaiRoutes = new Hono<ApiEnv>()
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
     if (body.stream) req.stream_options = { include_usage: true };
+    const forcing = forceToolCall(req);
     const { commandId, abort, res } = await startGeneration(
       ctx,
       target,
       baseUrl,
       "/v1/chat/completions",
-      req,
+      forcing.request,
     );
     if (body.stream) {
       const t = new ChatStreamTranslator(commandId, body.model);
+      if (forcing.forced) t.holdContentAsToolCall();
       return streamResponse(c, res, abort, commandId, {
         head: () => t.head(),
         push: (p) => t.push(p),
@@ -320,7 +325,8 @@ export const openaiRoutes = new Hono<ApiEnv>()
       }, (e) => t.fail(engineFailure(ctx, target, e)));
     }
     try {
-      const out = await res.json() as Record<string, unknown>;
+      const engineOut = await res.json() as Record<string, unknown>;
+      const out = forcing.forced ? forcedReply(engineOut) : engineOut;
       return c.json({
         ...out,
         id: commandId,
