@@ -17,6 +17,7 @@ import { instanceRoutes } from "./routes/instances.ts";
 import { downloadRoutes } from "./routes/downloads.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
+import { anthropicRoutes } from "./routes/anthropic.ts";
 import { audioRoutes } from "./routes/audio.ts";
 import { realtimeRoutes } from "./routes/realtime.ts";
 import { nodeRoutes } from "./routes/node.ts";
@@ -60,7 +61,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
       if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
       if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
       const auth = c.req.header("authorization") ?? "";
-      if (auth !== `Bearer ${key}`) {
+      // Anthropic's clients send the key as x-api-key.
+      if (auth !== `Bearer ${key}` && c.req.header("x-api-key") !== key) {
         throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", {
           type: "authentication_error",
         });
@@ -78,6 +80,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", placementRoutes);
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
+  app.route("/", anthropicRoutes);
   app.route("/", audioRoutes);
   app.route("/", realtimeRoutes);
   app.route("/", customModelRoutes);

@@ -88,7 +88,7 @@ const inflight = new Map<string, AbortController>();
 type Routed = { local: { baseUrl: string; target: Target } } | { remote: Response };
 
 /** Finds the engine for a model: a local runner's URL, or the driving node's streamed answer. */
-async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
+export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
   if (!r.ok) {
@@ -112,7 +112,7 @@ async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Ro
   return { local: { baseUrl: runner.baseUrl, target: r.target } };
 }
 
-function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
+export function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
   const runner = ctx.worker?.runner(target.runnerId);
   return `the engine serving this model failed during the request: ${
     runner?.failure ?? (err as Error).message
@@ -120,7 +120,7 @@ function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
 }
 
 /** Maps an engine's error answer to ours; llama-server's context overflow becomes context_length_exceeded. */
-async function engineError(res: Response): Promise<ApiError> {
+export async function engineError(res: Response): Promise<ApiError> {
   const text = await res.text();
   let message = text;
   try {
@@ -138,7 +138,11 @@ async function engineError(res: Response): Promise<ApiError> {
   });
 }
 
-function admit(maxTokens: number | null | undefined, target: Target, contextTokens: number | null): void {
+export function admit(
+  maxTokens: number | null | undefined,
+  target: Target,
+  contextTokens: number | null,
+): void {
   const limit = target.contextTokenLimit ?? contextTokens;
   if (maxTokens && limit && maxTokens >= limit) {
     throw new ApiError(
@@ -152,7 +156,7 @@ function admit(maxTokens: number | null | undefined, target: Target, contextToke
   }
 }
 
-function streamResponse(
+export function streamResponse(
   c: Context<ApiEnv>,
   upstream: Response,
   abort: AbortController,
@@ -237,7 +241,7 @@ function streamResponse(
   });
 }
 
-async function callEngine(
+export async function callEngine(
   baseUrl: string,
   path: string,
   body: unknown,
@@ -258,7 +262,7 @@ interface Generation {
 }
 
 /** Sends a generation to the engine under a fresh command id (cancellable through /v1/cancel). */
-async function startGeneration(
+export async function startGeneration(
   ctx: NodeContext,
   target: Target,
   baseUrl: string,
@@ -280,6 +284,59 @@ async function startGeneration(
     throw await engineError(res);
   }
   return { commandId, abort, res };
+}
+
+/** What turns the engine's chat SSE into a client's stream (Chat Completions chunks, Anthropic events). */
+export interface ChatStreamFraming {
+  head(): string;
+  push(payload: string): string;
+  end(): string;
+  fail(message: string): string;
+  readonly done: boolean;
+  holdContentAsToolCall(): unknown;
+}
+
+/**
+ * Runs a chat generation on a local engine: a forced tool call is held to its schema (forced-tools.ts); a
+ * stream goes out through `framing`, otherwise the reply comes back parsed, the forced call made a tool call.
+ */
+export async function chatGeneration(
+  c: Context<ApiEnv>,
+  target: Target,
+  baseUrl: string,
+  req: Record<string, unknown>,
+  framing: (commandId: string) => ChatStreamFraming,
+): Promise<Response | { commandId: string; reply: Record<string, unknown> }> {
+  const ctx = c.var.node;
+  const forcing = forceToolCall(req);
+  const { commandId, abort, res } = await startGeneration(
+    ctx,
+    target,
+    baseUrl,
+    "/v1/chat/completions",
+    forcing.request,
+  );
+  if (req.stream) {
+    const t = framing(commandId);
+    if (forcing.forced) t.holdContentAsToolCall();
+    return streamResponse(c, res, abort, commandId, {
+      head: () => t.head(),
+      push: (p) => t.push(p),
+      end: () => t.end(),
+      fail: (m) => t.fail(m),
+      done: () => t.done,
+    }, (e) => t.fail(engineFailure(ctx, target, e)));
+  }
+  // The client going away stops the generation at the engine.
+  c.req.raw.signal.addEventListener("abort", () => abort.abort());
+  try {
+    const reply = await res.json() as Record<string, unknown>;
+    return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
+  } catch (e) {
+    throw new ApiError(503, engineFailure(ctx, target, e));
+  } finally {
+    inflight.delete(commandId);
+  }
 }
 
 export const openaiRoutes = new Hono<ApiEnv>()
@@ -305,40 +362,21 @@ export const openaiRoutes = new Hono<ApiEnv>()
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
     if (body.stream) req.stream_options = { include_usage: true };
-    const forcing = forceToolCall(req);
-    const { commandId, abort, res } = await startGeneration(
-      ctx,
+    const out = await chatGeneration(
+      c,
       target,
       baseUrl,
-      "/v1/chat/completions",
-      forcing.request,
+      req,
+      (id) => new ChatStreamTranslator(id, body.model),
     );
-    if (body.stream) {
-      const t = new ChatStreamTranslator(commandId, body.model);
-      if (forcing.forced) t.holdContentAsToolCall();
-      return streamResponse(c, res, abort, commandId, {
-        head: () => t.head(),
-        push: (p) => t.push(p),
-        end: () => t.end(),
-        fail: (m) => t.fail(m),
-        done: () => t.done,
-      }, (e) => t.fail(engineFailure(ctx, target, e)));
-    }
-    try {
-      const engineOut = await res.json() as Record<string, unknown>;
-      const out = forcing.forced ? forcedReply(engineOut) : engineOut;
-      return c.json({
-        ...out,
-        id: commandId,
-        object: "chat.completion",
-        model: body.model,
-        service_tier: null,
-      });
-    } catch (e) {
-      throw new ApiError(503, engineFailure(ctx, target, e));
-    } finally {
-      inflight.delete(commandId);
-    }
+    if (out instanceof Response) return out;
+    return c.json({
+      ...out.reply,
+      id: out.commandId,
+      object: "chat.completion",
+      model: body.model,
+      service_tier: null,
+    });
   })
   .post("/v1/completions", async (c) => {
     const ctx = c.var.node;
