@@ -5,7 +5,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Daemon, startDaemon } from "../helpers/daemon.ts";
+import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { placeReady } from "../helpers/cluster.ts";
 
@@ -39,6 +39,30 @@ const TIME = {
     },
   },
 };
+
+/** The loopback port of the node's llama-server, from its engine-process table. */
+async function enginePort(node: Daemon): Promise<number> {
+  const r = await skulk([
+    "sql",
+    "--data-dir",
+    node.dataDir,
+    "--json",
+    "SELECT port FROM engine_processes WHERE kind = 'llama-server'",
+  ]);
+  return Number((JSON.parse(r.stdout) as { port: number }[])[0].port);
+}
+
+/** Polls the engine's slots until one is (or none is) generating; false when that never happened. */
+async function engineBusy(port: number, want: boolean): Promise<boolean> {
+  for (let i = 0; i < 400; i++) {
+    const slots = await (await fetch(`http://127.0.0.1:${port}/slots`)).json() as {
+      is_processing: boolean;
+    }[];
+    if (slots.some((s) => s.is_processing) === want) return true;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
 
 function expectWeatherArgs(json: string) {
   const args = JSON.parse(json);
@@ -186,8 +210,6 @@ describe("client APIs through a real engine", () => {
       model: MODEL,
       max_tokens: 60,
       stop_sequences: [" "],
-      temperature: 0.7,
-      top_p: 0.9,
       messages: [{ role: "user", content: "Hello there" }],
     });
     expect(m.stop_reason).toBe("stop_sequence");
@@ -316,4 +338,26 @@ describe("client APIs through a real engine", () => {
     },
     LONG,
   );
+
+  it("Messages: a streaming client that goes away stops the generation at the engine", async () => {
+    const port = await enginePort(node);
+    expect(await engineBusy(port, false)).toBe(true);
+    const abort = new AbortController();
+    const res = await fetch(`${node.url}/v1/messages`, {
+      method: "POST",
+      body: JSON.stringify({
+        model: MODEL,
+        max_tokens: 1500,
+        stream: true,
+        messages: [{ role: "user", content: "Go on forever" }],
+      }),
+      signal: abort.signal,
+    });
+    const reader = res.body!.getReader();
+    let got = "";
+    while (!got.includes("content_block_delta")) got += new TextDecoder().decode((await reader.read()).value);
+    abort.abort();
+    // Idle long before 1500 tokens (tens of seconds here) would be done.
+    expect(await engineBusy(port, false)).toBe(true);
+  }, LONG);
 });
