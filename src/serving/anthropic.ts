@@ -4,7 +4,8 @@
  */
 import { z } from "zod";
 import type { ChatTool, ChatToolChoice } from "./forced-tools.ts";
-import { newToolCallId, toolCallFromText } from "./forced-tools.ts";
+import { newToolCallId } from "./forced-tools.ts";
+import { ChatEventTranslator, type ChatReply } from "./chat-events.ts";
 
 const TextBlock = z.object({ type: z.literal("text"), text: z.string() }).loose();
 const ImageBlock = z.object({
@@ -259,20 +260,6 @@ const toolUseId = (
   id: string | undefined,
 ) => (id && id.startsWith("toolu_") ? id : `toolu_${(id || newToolCallId()).replace(/^call_/, "")}`);
 
-interface ChatReply {
-  choices?: {
-    message?: {
-      content?: string | null;
-      reasoning_content?: string | null;
-      tool_calls?: { id?: string; function?: { name?: string; arguments?: string } }[];
-    };
-    finish_reason?: string | null;
-  }[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
-  /** llama-server's record when asked for `verbose`: the stop sequence that ended generation, if one did. */
-  __verbose?: { stopping_word?: string } | null;
-}
-
 const stopWord = (v: { stopping_word?: string } | null | undefined): string | null =>
   v?.stopping_word || null;
 
@@ -310,43 +297,17 @@ export function sseEvent(type: string, data: unknown): string {
   return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
-interface StreamChunk {
-  choices?: {
-    delta?: {
-      content?: string | null;
-      reasoning_content?: string | null;
-      tool_calls?: { index?: number; id?: string; function?: { name?: string; arguments?: string } }[];
-    };
-    finish_reason?: string | null;
-  }[];
-  usage?: { prompt_tokens?: number; completion_tokens?: number } | null;
-  error?: { message?: string };
-  __verbose?: { stopping_word?: string } | null;
-}
-
 /**
  * llama-server's Chat Completions SSE payloads in, Anthropic's event sequence out: message_start, ping, per
  * block content_block_start / _delta / _stop (text, thinking, tool_use with input_json_delta), message_delta
  * with stop_reason and usage, message_stop. A forced tool call's JSON text is held and sent as one tool_use.
  */
-export class AnthropicStreamTranslator {
+export class AnthropicStreamTranslator extends ChatEventTranslator {
   #open: { kind: "text" | "thinking" | "tool"; toolIndex?: number } | null = null;
   #index = -1;
-  #finish: string | null = null;
-  #usage = { input_tokens: 0, output_tokens: 0 };
-  #forcedText: string | null = null;
-  #done = false;
-  #stopWord: string | null = null;
 
-  constructor(readonly id: string, readonly model: string) {}
-
-  holdContentAsToolCall(): this {
-    this.#forcedText = "";
-    return this;
-  }
-
-  get done(): boolean {
-    return this.#done;
+  constructor(readonly id: string, readonly model: string) {
+    super();
   }
 
   head(): string {
@@ -387,89 +348,45 @@ export class AnthropicStreamTranslator {
     return sseEvent("content_block_delta", { type: "content_block_delta", index: this.#index, delta });
   }
 
-  #textDelta(text: string): string {
+  protected reasoning(text: string): string {
+    const start = this.#open?.kind === "thinking"
+      ? ""
+      : this.#start("thinking", { type: "thinking", thinking: "", signature: "" });
+    return start + this.#delta({ type: "thinking_delta", thinking: text });
+  }
+
+  protected content(text: string): string {
     const start = this.#open?.kind === "text" ? "" : this.#start("text", { type: "text", text: "" });
     return start + this.#delta({ type: "text_delta", text });
   }
 
-  #toolUse(id: string, name: string, args: string, toolIndex: number): string {
-    return this.#start("tool", { type: "tool_use", id: toolUseId(id), name, input: {} }, toolIndex) +
-      (args ? this.#delta({ type: "input_json_delta", partial_json: args }) : "");
+  protected toolCall(index: number, id: string, name: string, args: string): string {
+    const start = this.#open?.kind === "tool" && this.#open.toolIndex === index
+      ? ""
+      : this.#start("tool", { type: "tool_use", id: toolUseId(id), name, input: {} }, index);
+    return start + (args ? this.#delta({ type: "input_json_delta", partial_json: args }) : "");
   }
 
-  /** One upstream `data:` payload; returns the events to send now. */
-  push(payload: string): string {
-    if (this.#done) return "";
-    if (payload.trim() === "[DONE]") return this.end();
-    let chunk: StreamChunk;
-    try {
-      chunk = JSON.parse(payload);
-    } catch {
-      return "";
-    }
-    if (chunk.error) return this.fail(chunk.error.message ?? "the engine reported an error", 500);
-    this.#stopWord = stopWord(chunk.__verbose) ?? this.#stopWord;
-    if (chunk.usage) {
-      this.#usage = {
-        input_tokens: chunk.usage.prompt_tokens ?? 0,
-        output_tokens: chunk.usage.completion_tokens ?? 0,
-      };
-    }
-    let out = "";
-    for (const choice of chunk.choices ?? []) {
-      const d = choice.delta ?? {};
-      if (d.reasoning_content) {
-        if (this.#open?.kind !== "thinking") {
-          out += this.#start("thinking", { type: "thinking", thinking: "", signature: "" });
-        }
-        out += this.#delta({ type: "thinking_delta", thinking: d.reasoning_content });
-      }
-      if (d.content) {
-        if (this.#forcedText !== null) this.#forcedText += d.content;
-        else out += this.#textDelta(d.content);
-      }
-      for (const tc of d.tool_calls ?? []) {
-        const idx = tc.index ?? 0;
-        if (this.#open?.kind !== "tool" || this.#open.toolIndex !== idx) {
-          out += this.#toolUse(tc.id ?? "", tc.function?.name ?? "", tc.function?.arguments ?? "", idx);
-        } else if (tc.function?.arguments) {
-          out += this.#delta({ type: "input_json_delta", partial_json: tc.function.arguments });
-        }
-      }
-      if (choice.finish_reason) this.#finish = choice.finish_reason;
-    }
-    return out;
-  }
-
-  /** The closing events: the last block's stop, message_delta with the stop reason and usage, message_stop. */
-  end(): string {
-    if (this.#done) return "";
-    let out = "";
-    if (this.#forcedText !== null) {
-      const call = toolCallFromText(this.#forcedText, newToolCallId());
-      if (call) {
-        out += this.#toolUse(call.id, call.function.name, call.function.arguments, 0);
-        this.#finish = "tool_calls";
-      } else if (this.#forcedText) out += this.#textDelta(this.#forcedText);
-    }
-    if (this.#index < 0) out += this.#start("text", { type: "text", text: "" });
+  /** The last block's stop (an empty text block when there was none), message_delta, message_stop. */
+  protected close(): string {
+    let out = this.#index < 0 ? this.#start("text", { type: "text", text: "" }) : "";
     out += this.#close();
-    this.#done = true;
-    const hit = this.#stopWord;
-    const reason = stopReason(this.#finish, hit);
+    const reason = stopReason(this.finish, this.stopWord);
+    const usage = {
+      input_tokens: this.usage?.prompt_tokens ?? 0,
+      output_tokens: this.usage?.completion_tokens ?? 0,
+    };
     return out +
       sseEvent("message_delta", {
         type: "message_delta",
-        delta: { stop_reason: reason, stop_sequence: reason === "stop_sequence" ? hit : null },
-        usage: this.#usage,
+        delta: { stop_reason: reason, stop_sequence: reason === "stop_sequence" ? this.stopWord : null },
+        usage,
       }) +
       sseEvent("message_stop", { type: "message_stop" });
   }
 
-  /** An error that ends the stream: Anthropic's `event: error`. */
-  fail(message: string, status = 503): string {
-    if (this.#done) return "";
-    this.#done = true;
-    return sseEvent("error", anthropicError(status, message));
+  /** Anthropic's `event: error`. */
+  protected failure(message: string): string {
+    return sseEvent("error", anthropicError(503, message));
   }
 }

@@ -12,7 +12,10 @@ import { placeReady } from "../helpers/cluster.ts";
 const MODEL = "skulk-test/tiny-tools";
 const LONG = 300_000;
 
-/** Arguments a random-weight model can only fill in validly when the grammar holds it to the schema. */
+/**
+ * Arguments a random-weight model can only fill in validly when the grammar holds it to the schema. Bounded
+ * values keep a forced call short (the grammar still allows some whitespace), well inside max_tokens.
+ */
 const WEATHER = {
   type: "function" as const,
   function: {
@@ -20,7 +23,10 @@ const WEATHER = {
     description: "Current weather for a city",
     parameters: {
       type: "object",
-      properties: { city: { type: "string", enum: ["Paris", "Oslo"] }, days: { type: "integer" } },
+      properties: {
+        city: { type: "string", enum: ["Paris", "Oslo"] },
+        days: { type: "integer", minimum: 1, maximum: 7 },
+      },
       required: ["city", "days"],
       additionalProperties: false,
     },
@@ -67,7 +73,7 @@ async function engineBusy(port: number, want: boolean): Promise<boolean> {
 function expectWeatherArgs(json: string) {
   const args = JSON.parse(json);
   expect(["Paris", "Oslo"]).toContain(args.city);
-  expect(Number.isInteger(args.days)).toBe(true);
+  expect(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7).toBe(true);
   expect(Object.keys(args).sort()).toEqual(["city", "days"]);
 }
 
@@ -92,7 +98,7 @@ describe("client APIs through a real engine", () => {
       messages: [{ role: "user", content: "What is the weather in Paris?" }],
       tools: [WEATHER, TIME],
       tool_choice: { type: "function", function: { name: "get_weather" } },
-      max_tokens: 64,
+      max_tokens: 256,
     });
     const choice = r.choices[0];
     expect(choice.finish_reason).toBe("tool_calls");
@@ -111,7 +117,7 @@ describe("client APIs through a real engine", () => {
       messages: [{ role: "user", content: "Weather or time, please" }],
       tools: [WEATHER, TIME],
       tool_choice: "required",
-      max_tokens: 64,
+      max_tokens: 256,
       stream: true,
     });
     const calls = new Map<number, { name: string; args: string }>();
@@ -144,7 +150,7 @@ describe("client APIs through a real engine", () => {
       messages: [{ role: "user", content: "Weather in Oslo?" }],
       tools: [WEATHER],
       tool_choice: "required",
-      max_tokens: 64,
+      max_tokens: 256,
     });
     const call = first.choices[0].message.tool_calls![0];
     const second = await openai.chat.completions.create({
@@ -248,7 +254,7 @@ describe("client APIs through a real engine", () => {
     async () => {
       const params = {
         model: MODEL,
-        max_tokens: 64,
+        max_tokens: 256,
         tools: [WEATHER_TOOL],
         tool_choice: { type: "tool" as const, name: "get_weather" },
         messages: [{ role: "user" as const, content: "Weather in Paris?" }],
@@ -274,7 +280,7 @@ describe("client APIs through a real engine", () => {
     const question = { role: "user" as const, content: "Weather in Oslo?" };
     const first = await anthropic.messages.create({
       model: MODEL,
-      max_tokens: 64,
+      max_tokens: 256,
       tools: [WEATHER_TOOL],
       tool_choice: { type: "any" },
       messages: [question],
@@ -359,5 +365,100 @@ describe("client APIs through a real engine", () => {
     abort.abort();
     // Idle long before 1500 tokens (tens of seconds here) would be done.
     expect(await engineBusy(port, false)).toBe(true);
+  }, LONG);
+
+  const WEATHER_FN = {
+    type: "function" as const,
+    name: WEATHER.function.name,
+    description: WEATHER.function.description,
+    parameters: WEATHER.function.parameters,
+    strict: true,
+  };
+
+  it("Responses: string input with instructions, not streamed", async () => {
+    const r = await openai.responses.create({
+      model: MODEL,
+      instructions: "Be terse.",
+      input: "Hello there",
+      max_output_tokens: 12,
+    });
+    expect(r.object).toBe("response");
+    expect(r.id).toMatch(/^resp_/);
+    expect(r.model).toBe(MODEL);
+    // Random weights never end the text themselves: the reply runs to max_output_tokens.
+    expect(r.status).toBe("incomplete");
+    expect(r.incomplete_details?.reason).toBe("max_output_tokens");
+    expect(r.output_text.length).toBeGreaterThan(0);
+    expect(r.output[0].type).toBe("message");
+    expect(r.usage?.output_tokens).toBe(12);
+    expect(r.usage?.input_tokens).toBeGreaterThan(0);
+  }, LONG);
+
+  it("Responses: streamed, the SDK's finalResponse assembles the events", async () => {
+    const stream = openai.responses.stream({
+      model: MODEL,
+      input: [{ role: "user", content: [{ type: "input_text", text: "Tell me a story" }] }],
+      max_output_tokens: 10,
+    });
+    const types: string[] = [];
+    let deltas = "";
+    for await (const e of stream) {
+      types.push(e.type);
+      if (e.type === "response.output_text.delta") deltas += e.delta;
+    }
+    const r = await stream.finalResponse();
+    expect(types[0]).toBe("response.created");
+    expect(types).toContain("response.output_item.added");
+    expect(types.at(-1)).toBe("response.incomplete");
+    expect(r.output_text).toBe(deltas);
+    expect(deltas.length).toBeGreaterThan(0);
+    expect(r.usage?.output_tokens).toBe(10);
+  }, LONG);
+
+  it("Responses: a forced function call, streamed or not, and its output sent back is answered", async () => {
+    const params = {
+      model: MODEL,
+      input: "Weather in Paris?",
+      tools: [WEATHER_FN],
+      tool_choice: { type: "function" as const, name: "get_weather" },
+      max_output_tokens: 256,
+    };
+    const r = await openai.responses.create(params);
+    const call = r.output.find((o) => o.type === "function_call");
+    if (call?.type !== "function_call") throw new Error(`no function call in ${JSON.stringify(r.output)}`);
+    expect(call.name).toBe("get_weather");
+    expectWeatherArgs(call.arguments);
+
+    const stream = openai.responses.stream({ ...params, tool_choice: "required" });
+    let args = "";
+    for await (const e of stream) if (e.type === "response.function_call_arguments.delta") args += e.delta;
+    const streamed = await stream.finalResponse();
+    const s = streamed.output.find((o) => o.type === "function_call");
+    if (s?.type !== "function_call") throw new Error("no streamed function call");
+    expect(s.arguments).toBe(args);
+    expectWeatherArgs(s.arguments);
+
+    const answer = await openai.responses.create({
+      model: MODEL,
+      tools: [WEATHER_FN],
+      max_output_tokens: 12,
+      input: [
+        { role: "user", content: "Weather in Paris?" },
+        { type: "function_call", call_id: call.call_id, name: call.name, arguments: call.arguments },
+        { type: "function_call_output", call_id: call.call_id, output: '{"temperature_c": 21}' },
+      ],
+    });
+    expect(answer.output.some((o) => o.type === "function_call")).toBe(false);
+    expect(answer.output_text.length).toBeGreaterThan(0);
+    expect(answer.usage!.input_tokens).toBeGreaterThan(r.usage!.input_tokens);
+  }, LONG);
+
+  it("Responses: refuses previous_response_id and an unknown model clearly", async () => {
+    const stale = await openai.responses.create({ model: MODEL, input: "x", previous_response_id: "resp_1" })
+      .catch((e) => e);
+    expect(stale.status).toBe(400);
+    expect(stale.message).toMatch(/previous_response_id is not supported/);
+    const missing = await openai.responses.create({ model: "no/such-model", input: "x" }).catch((e) => e);
+    expect(missing.status).toBe(404);
   }, LONG);
 });

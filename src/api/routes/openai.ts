@@ -17,7 +17,7 @@ import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
 const log = logger("openai");
-const DEFAULT_MAX_TOKENS = Number(
+export const DEFAULT_MAX_TOKENS = Number(
   Deno.env.get("SKULK_MAX_OUTPUT_TOKENS") ?? Deno.env.get("SKULK_MAX_TOKENS") ?? 4096,
 );
 
@@ -327,8 +327,6 @@ export async function chatGeneration(
       done: () => t.done,
     }, (e) => t.fail(engineFailure(ctx, target, e)));
   }
-  // The client going away stops the generation at the engine.
-  c.req.raw.signal.addEventListener("abort", () => abort.abort());
   try {
     const reply = await res.json() as Record<string, unknown>;
     return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
