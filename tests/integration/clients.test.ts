@@ -462,3 +462,42 @@ describe("client APIs through a real engine", () => {
     expect(missing.status).toBe(404);
   }, LONG);
 });
+
+describe("Anthropic clients on a node with an API key", () => {
+  const KEY = "clients-test-key-0123456789";
+  let node: Daemon;
+  beforeAll(async () => {
+    node = await startDaemon({ env: { SKULK_API_KEY: KEY } });
+  }, LONG);
+  afterAll(async () => {
+    await node?.stop();
+  });
+
+  it(
+    "accepts the key as x-api-key (Anthropic's wire convention) or a bearer token, refuses a wrong one",
+    async () => {
+      const post = (headers: Record<string, string>) =>
+        fetch(`${node.url}/v1/messages`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({
+            model: "no/such-model",
+            max_tokens: 5,
+            messages: [{ role: "user", content: "x" }],
+          }),
+        }).then(async (r) => (await r.body?.cancel(), r.status));
+      // Past the key check, the request reaches the model lookup: 404.
+      expect(await post({ "x-api-key": KEY, "anthropic-version": "2023-06-01" })).toBe(404);
+      expect(await post({ "x-api-key": "wrong-key-0123456789abcdef" })).toBe(401);
+      expect(await post({})).toBe(401);
+      // The SDK itself sends its apiKey as a bearer token.
+      const sdk = await new Anthropic({ baseURL: node.url, apiKey: KEY, maxRetries: 0 }).messages.create({
+        model: "no/such-model",
+        max_tokens: 5,
+        messages: [{ role: "user", content: "x" }],
+      }).catch((e) => e);
+      expect(sdk).toBeInstanceOf(Anthropic.NotFoundError);
+    },
+    LONG,
+  );
+});
