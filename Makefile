@@ -5,7 +5,7 @@ DENO_FLAGS = -A
 TARGETS ?= x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-apple-darwin aarch64-apple-darwin
 PORT ?= 52415
 
-.PHONY: setup run test test-unit check fmt embed dashboard engine binary deb bench bench-all clean
+.PHONY: setup run test chaos test-unit check fmt embed dashboard engine binary deb bench bench-all clean
 
 setup:
 	@scripts/setup >/dev/null && echo "setup: ok"
@@ -24,6 +24,11 @@ run:
 
 test:
 	@scripts/test
+
+# The chaos suite alone (docs/cluster.md): three nodes in network namespaces under chat load, one fault per
+# scenario; needs root; about 7 minutes; figures also in tests/.tmp/chaos-figures.jsonl. `make test` ends with it.
+chaos:
+	@CHAOS_SUITE=1 scripts/test
 
 test-unit:
 	@$(DENO) run $(DENO_FLAGS) npm:vitest run tests/unit

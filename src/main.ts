@@ -4,6 +4,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { registerCards } from "./cli/cards.ts";
+import { registerCluster } from "./cli/cluster.ts";
 import { CliError } from "./cli/common.ts";
 import { registerDev } from "./cli/dev.ts";
 import { registerEngine } from "./cli/engine.ts";
@@ -12,6 +13,7 @@ import { registerNode } from "./cli/node.ts";
 import { registerRun } from "./cli/run.ts";
 import { registerSql } from "./cli/sql.ts";
 import { registerStatus } from "./cli/status.ts";
+import { TrustError } from "./cluster/secret.ts";
 import { ConfigError } from "./config/load.ts";
 import { PortInUse } from "./daemon/node.ts";
 import { DataDirBusy } from "./node/lock.ts";
@@ -35,6 +37,7 @@ export function buildProgram(): Command {
   registerDev(program);
   registerNode(program);
   registerCards(program);
+  registerCluster(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")
@@ -62,7 +65,7 @@ export async function main(argv: string[]): Promise<number> {
     return 0;
   } catch (e) {
     if (e instanceof CommanderError) return e.exitCode;
-    if (e instanceof ConfigError) {
+    if (e instanceof ConfigError || e instanceof TrustError) {
       console.error(`skulk: ${e.message}`);
       return 2;
     }

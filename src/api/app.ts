@@ -3,12 +3,13 @@
  * one place errors become upstream's envelope. Handlers receive the NodeContext through `c.var.node`.
  */
 import { Hono } from "hono";
-import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
+import { apiKeyAuth } from "./auth.ts";
 import type { ApiEnv } from "./env.ts";
-import { ApiError, envelope, errorResponse, toApiError } from "./errors.ts";
+import { envelope, errorResponse, toApiError } from "./errors.ts";
+import { bodyGuards, noSniff, originGuards } from "./guards.ts";
 import { openApiDocument } from "./openapi.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
@@ -54,22 +55,20 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
       log.debug("{method} {path} {status} {ms}ms", line);
     } else log.info("{method} {path} {status} {ms}ms", line);
   });
-  app.use("*", cors({ origin: (o) => o, credentials: true }));
+  app.use("*", noSniff);
+  // Before the key check: a page on a foreign origin is refused even when it holds the key.
+  for (const guard of originGuards(node.config)) app.use("*", guard);
+  app.use("*", bodyGuards(node.config));
 
   const key = node.config.apiKey;
   if (key) {
-    app.use("*", (c, next) => {
-      if (c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/")) return next();
-      if (c.req.method === "GET" && isDashboardFile(c.req.path)) return next(); // the page asks for the key itself
-      const auth = c.req.header("authorization") ?? "";
-      // Anthropic's clients send the key as x-api-key.
-      if (auth !== `Bearer ${key}` && c.req.header("x-api-key") !== key) {
-        throw new ApiError(401, "a valid API key is required: send 'Authorization: Bearer <key>'", {
-          type: "authentication_error",
-        });
-      }
-      return next();
-    });
+    app.use(
+      "*",
+      apiKeyAuth(key, (c) =>
+        c.req.path === "/healthz" || c.req.path.startsWith("/cluster/peer/") ||
+        // the page asks for the key itself
+        (c.req.method === "GET" && isDashboardFile(c.req.path))),
+    );
   }
 
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));

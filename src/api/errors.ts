@@ -5,6 +5,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { NoQuorum } from "../cluster/commit.ts";
 import { UntrustedInputError } from "../security/ids.ts";
 import { ToolRequestError } from "../serving/forced-tools.ts";
 
@@ -14,10 +15,12 @@ const REASONS: Record<number, string> = {
   403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  408: "Request Timeout",
   409: "Conflict",
   413: "Payload Too Large",
   415: "Unsupported Media Type",
   422: "Unprocessable Entity",
+  429: "Too Many Requests",
   500: "Internal Server Error",
   502: "Bad Gateway",
   503: "Service Unavailable",
@@ -41,7 +44,11 @@ export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unavailable = (message: string) => new ApiError(503, message);
 
-/** The HTTP form of an error a handler let through: ApiErrors as they are, domain refusals of input as 400s. */
+/**
+ * The HTTP form of an error a handler let through: ApiErrors as they are, domain refusals of input as 400s, and
+ * an event no majority of the voting nodes took in time as a retryable 503 (it was not acknowledged, so the
+ * client may retry, through this node or another).
+ */
 export function toApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return err;
   if (err instanceof UntrustedInputError) {
@@ -49,6 +56,9 @@ export function toApiError(err: unknown): ApiError | null {
   }
   if (err instanceof ToolRequestError) {
     return new ApiError(400, err.message, { param: err.param, type: "invalid_request_error" });
+  }
+  if (err instanceof NoQuorum) {
+    return new ApiError(503, err.message, { type: "service_unavailable", code: "no_quorum", retryAfter: 1 });
   }
   return null;
 }
@@ -97,9 +107,11 @@ export async function readJsonWithRaw<S extends z.ZodType>(
   if (raw.trim() === "") throw badRequest("request body is empty; send a JSON object");
   let json: unknown;
   try {
-    json = JSON.parse(raw);
+    json = parseJsonBody(raw);
   } catch (e) {
-    throw badRequest(`request body is not valid JSON: ${(e as Error).message}`);
+    throw badRequest(
+      e instanceof JsonBodyError ? e.message : `request body is not valid JSON: ${(e as Error).message}`,
+    );
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
@@ -107,4 +119,33 @@ export async function readJsonWithRaw<S extends z.ZodType>(
     throw new ApiError(400, `invalid request: ${message}`, { param, type: "invalid_request_error" });
   }
   return { raw, body: parsed.data };
+}
+
+/**
+ * The deepest nesting a JSON body may have. Real requests (chat with tool schemas) stay far below it; code past
+ * the boundary that recurses (YAML writing, structuredClone) overflows its stack on a body nested ~10k deep.
+ */
+export const MAX_JSON_DEPTH = 64;
+
+export class JsonBodyError extends Error {
+  override name = "JsonBodyError";
+}
+
+/** JSON.parse that first refuses nesting deeper than MAX_JSON_DEPTH (a scan of the text, which cannot overflow). */
+export function parseJsonBody(text: string): unknown {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (ch === 0x5c) i++; // backslash: the next character is escaped
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      if (++depth > MAX_JSON_DEPTH) {
+        throw new JsonBodyError(`request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+      }
+    } else if (ch === 0x5d || ch === 0x7d) depth--;
+  }
+  return JSON.parse(text);
 }

@@ -7,10 +7,25 @@ import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
 import { findEspeak } from "../engines/espeak.ts";
 import { findSherpaOnnx, HOST_SUBCOMMAND } from "../engines/sherpa/engine.ts";
+import { loadConfig } from "../config/load.ts";
+import {
+  configureLifeline,
+  currentLifeline,
+  type Lifeline,
+  SUPERVISE_SUBCOMMAND,
+} from "../engines/lifeline.ts";
 import { runSherpaHost } from "../engines/sherpa/host.ts";
+import { runSupervisor } from "../engines/supervise.ts";
 import { findWhisperServer } from "../engines/whisper-server.ts";
 import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
+
+/** How this node's engines are tied to its life (docs/architecture.md, process lifecycle). */
+function describeLifeline(l: Lifeline): string {
+  if (l.kind === "pdeathsig") return `parent-death signal (${l.setpriv} --pdeathsig KILL)`;
+  if (l.kind === "supervise") return "watchdog (skulk engine supervise)";
+  return "none: engines outlive a killed node until its next start";
+}
 
 export function registerEngine(program: Command): void {
   const engine = program.command("engine").description(
@@ -19,14 +34,21 @@ export function registerEngine(program: Command): void {
   engine.command("status")
     .description("show which engines were found, their llama.cpp build and RPC protocol version")
     .option("--json", "as JSON")
+    .option("--config <file>", "skulk.yaml to read node.engine_lifeline from")
     .action(async (flags) => {
+      configureLifeline(loadConfig({ config: flags.config }).config.engineLifeline);
       const found = await findEngines();
       const speech = {
         whisperServer: findWhisperServer(),
         espeak: findEspeak(),
         sherpaOnnx: findSherpaOnnx(),
       };
-      const info = { ...found, ...speech, backends: [...backendTags(found), ...speechBackendTags()] };
+      const info = {
+        ...found,
+        ...speech,
+        backends: [...backendTags(found), ...speechBackendTags()],
+        lifeline: currentLifeline(),
+      };
       if (flags.json) {
         console.log(JSON.stringify(info, null, 2));
         return;
@@ -62,6 +84,7 @@ export function registerEngine(program: Command): void {
         }`,
       );
       console.log(`advertised:      ${info.backends.join(", ") || "none"}`);
+      console.log(`lifeline:        ${describeLifeline(info.lifeline)}`);
       if (!found.llamaServer) throw new CliError("no llama-server found", 1);
     });
   // The node's sherpa-onnx child (src/engines/sherpa/host.ts): the same executable, so a compiled binary
@@ -77,6 +100,21 @@ export function registerEngine(program: Command): void {
         throw new CliError(`--config is not JSON: ${(e as Error).message}`, 2);
       }
       await runSherpaHost(config);
+    });
+  // The engine watchdog (src/engines/lifeline.ts) where no parent-death signal exists (macOS): the same
+  // executable, so a compiled binary needs nothing else. Hidden: the node starts it around an engine.
+  engine.command(SUPERVISE_SUBCOMMAND[1], { hidden: true })
+    .description("run an engine and kill it when the node that started it dies (started by the node)")
+    .option("--grace-ms <ms>", "how long the engine gets between SIGTERM and SIGKILL", "5000")
+    .argument("<engine...>", "the engine's command line, after --")
+    .action(async (argv: string[], flags: { graceMs: string }) => {
+      const graceMs = Number(flags.graceMs);
+      if (!Number.isFinite(graceMs) || graceMs < 0) {
+        throw new CliError("--grace-ms must be a number of ms", 2);
+      }
+      const code = await runSupervisor(argv, graceMs);
+      // The watchdog's stdin reader would keep the program alive; the engine's status is the answer.
+      Deno.exit(code);
     });
   engine.command("build")
     .description(

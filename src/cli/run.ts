@@ -1,6 +1,7 @@
 /** `skulk run`: the node daemon. Resolves config, starts the node, and stops it cleanly on a signal. */
 import type { Command } from "commander";
-import { loadConfig } from "../config/load.ts";
+import { joinConflict } from "../cluster/secret.ts";
+import { ConfigError, loadConfig } from "../config/load.ts";
 import { startNode } from "../daemon/node.ts";
 import { setupLogging } from "../log/mod.ts";
 import { daemonPlanes } from "../daemon/planes.ts";
@@ -31,6 +32,10 @@ export function registerRun(program: Command): void {
       (v: string, acc: string[]) => [...acc, v],
       [] as string[],
     )
+    .option(
+      "--join <token>",
+      "join the cluster of a `skulk cluster token`: keeps its secret, uses its namespace, adds its node as a peer (env SKULK_JOIN)",
+    )
     .option("--no-worker", "coordinate only: run no models on this node")
     .option("--force-master", "always win the master election (for operators; env SKULK_FORCE_MASTER)")
     .option("--no-mdns", "do not discover or announce peers by mDNS (env SKULK_MDNS=0)")
@@ -46,6 +51,8 @@ export function registerRun(program: Command): void {
       if (flags.worker === true) delete flags.worker;
       if (flags.mdns === true) delete flags.mdns;
       const { config, yamlPath } = loadConfig(flags);
+      const conflict = config.join && joinConflict(config.join, config.namespace);
+      if (conflict) throw new ConfigError([`cluster.join: ${conflict}`]);
       await setupLogging(config.logLevel, config.logFormat);
       const node = await startNode({ config, configPath: yamlPath, planes: daemonPlanes(config) });
       const restart = restartHook(node);

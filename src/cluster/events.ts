@@ -4,16 +4,25 @@
  */
 import { z } from "zod";
 import { DownloadProgressSchema } from "./downloads.ts";
-import { InstanceSchema, RunnerStatusSchema } from "./instances.ts";
+import { InstanceSchema, PlacementRecordSchema, RunnerStatusSchema } from "./instances.ts";
 import { tagged } from "./tagged.ts";
 
 const eventId = z.string();
 
 export const EventSchema = z.union([
-  /** `reason` is ours, not upstream's: why a healing master placed it (absent for a user's placement). */
+  /**
+   * `reason` and `placement` are ours, not upstream's, and optional so upstream's shape still decodes:
+   * why a healing master placed it, and the request's constraints healing places it again with (absent
+   * for a plain placement, whose constraints are the defaults).
+   */
   tagged(
     "InstanceCreated",
-    z.object({ eventId, instance: InstanceSchema, reason: z.string().optional() }).strict(),
+    z.object({
+      eventId,
+      instance: InstanceSchema,
+      reason: z.string().optional(),
+      placement: PlacementRecordSchema.optional(),
+    }).strict(),
   ),
   tagged(
     "InstanceDeleted",
@@ -25,6 +34,13 @@ export const EventSchema = z.union([
   ),
   tagged("NodeDownloadProgress", z.object({ eventId, downloadProgress: DownloadProgressSchema }).strict()),
   tagged("NodeTimedOut", z.object({ eventId, nodeId: z.string() }).strict()),
+  /** Ours: a node became a voting member (the master indexes it once the node follows and has caught up). */
+  tagged("NodeJoined", z.object({ eventId, nodeId: z.string() }).strict()),
+  /**
+   * Ours: a master won a majority and indexes this first in its session, so the nodes it beat see a log
+   * that is newer than any uncommitted tail they hold and follow it (the election compares last sessions).
+   */
+  tagged("MasterElected", z.object({ eventId, nodeId: z.string(), clock: z.number().int() }).strict()),
   tagged("TracingStateChanged", z.object({ eventId, enabled: z.boolean() }).strict()),
   tagged(
     "CustomModelCardAdded",
@@ -32,6 +48,22 @@ export const EventSchema = z.union([
   ),
   tagged("CustomModelCardDeleted", z.object({ eventId, modelId: z.string() }).strict()),
   tagged("TestEvent", z.object({ eventId }).strict()),
+  /**
+   * Ours: healing found no place for a lost instance's model. `retryAt` is when the master tries again
+   * (null: it gave up until the cluster changes); the lost instance rides along so any later master can.
+   */
+  tagged(
+    "PlacementFailed",
+    z.object({
+      eventId,
+      lostInstanceId: z.string(),
+      instance: InstanceSchema,
+      placement: PlacementRecordSchema,
+      attempt: z.number().int().positive(),
+      retryAt: z.string().nullable(),
+      reason: z.string(),
+    }).strict(),
+  ),
 ]);
 export type Event = z.infer<typeof EventSchema>;
 export type EventType = Event extends infer E ? E extends Record<infer K, unknown> ? K : never : never;

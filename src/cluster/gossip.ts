@@ -16,6 +16,10 @@ export const NodeStatusSchema = z.object({
   startedAt: z.number(),
   forceMaster: z.boolean(),
   lastIdx: z.number().int(),
+  /** The election clock of the session that indexed the event at `lastIdx` (-1 for an empty log). */
+  lastTerm: z.number().int(),
+  /** The id of the event at `lastIdx`, so the master can tell that this node holds its history that far. */
+  lastEventId: z.string().nullable(),
   apiAddress: z.string().nullable(),
   /** The session this node leads (master === nodeId) or follows; null while it has no master. */
   session: SessionSchema.nullable(),

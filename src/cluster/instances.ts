@@ -84,6 +84,21 @@ export function instanceKind(i: Instance): "MlxRing" | "MlxJaccl" | "LlamaRpc" {
   return Object.keys(i)[0].replace(/Instance$/, "") as "MlxRing" | "MlxJaccl" | "LlamaRpc";
 }
 
+/**
+ * Ours: the constraints an instance was placed with (upstream's `PlaceInstanceParams` less the model id,
+ * camelCase like every event field), so healing can place it again the same way. `minNodes` and
+ * `instanceMeta` default to the planner's defaults; `excludedNodes` are the user's exclusions.
+ */
+export const PlacementRecordSchema = z.object({
+  sharding: z.enum(["Pipeline", "Tensor"]).default("Pipeline"),
+  instanceMeta: z.enum(["MlxRing", "MlxJaccl", "LlamaRpc"]).default("MlxRing"),
+  minNodes: z.number().int().positive().default(1),
+  excludedNodes: z.array(z.string()).default([]),
+  /** Healing's count for this lineage: re-placements made so far (0 for the user's own placement). */
+  healAttempt: z.number().int().nonnegative().default(0),
+}).strict();
+export type PlacementRecord = z.infer<typeof PlacementRecordSchema>;
+
 export const RunnerStatusSchema = z.union([
   tagged("RunnerIdle", z.object({}).strict()),
   tagged("RunnerConnecting", z.object({}).strict()),

@@ -16,7 +16,8 @@ export interface LivenessInput {
 }
 
 export function nodesInState(state: ClusterState): string[] {
-  const ids = new Set<string>(Object.keys(state.downloads));
+  // Voters too: a voter no master has heard from since it was elected must leave the majority in time.
+  const ids = new Set<string>([...Object.keys(state.downloads), ...(state.voters ?? [])]);
   for (const i of Object.values(state.instances)) {
     for (const n of Object.keys(instanceBody(i).shardAssignments.nodeToRunner)) {
       ids.add(n);

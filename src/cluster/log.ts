@@ -4,7 +4,7 @@
  * Every SNAPSHOT_EVERY events the state is saved (kv `cluster.snapshot`), so a joiner needs state + tail only.
  */
 import { and, asc, eq, gt, lte } from "drizzle-orm";
-import type { Db } from "../store/db.ts";
+import { type Db, StoreWriteError } from "../store/db.ts";
 import { events, kv } from "../store/schema.ts";
 import { type Event, EventSchema, eventType, type IndexedEvent } from "./events.ts";
 import { apply, type ClusterState, emptyState } from "./state.ts";
@@ -28,15 +28,46 @@ export interface Snapshot {
 
 export const eventIdOf = (e: Event): string => (Object.values(e)[0] as { eventId: string }).eventId;
 
+/** The election clock of a session label `<master>/<clock>`: what orders sessions (Raft's term). */
+export const clockOfSession = (session: string | null): number =>
+  session === null ? -1 : Number(session.slice(session.lastIndexOf("/") + 1)) || 0;
+
 export class EventLog {
   #state: ClusterState = emptyState();
   #lastEventId: string | null = null;
+  /** The session that indexed the last event held: with the index, how up to date this log is. */
+  #lastSession: string | null = null;
   #listeners: EventListener[] = [];
   #resetListeners: ((state: ClusterState) => void)[] = [];
   // Appends are serialised so indices are dense even when callers race.
   #tail: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly db: Db, private session: string) {}
+  #writeError: { message: string; at: number } | null = null;
+
+  /** `path` names the database in errors (a full disk says where). */
+  constructor(
+    private readonly db: Db,
+    private session: string,
+    private readonly path = "the state database",
+  ) {}
+
+  /** The last failed write of an event or snapshot, until a later one succeeds (health reports it). */
+  get writeError(): { message: string; at: number } | null {
+    return this.#writeError;
+  }
+
+  /** Runs a write; a failure is remembered and rethrown naming the path and its cause. */
+  async #write<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      const out = await f();
+      this.#writeError = null;
+      return out;
+    } catch (e) {
+      const err = e instanceof StoreWriteError ? e : new StoreWriteError(e, this.path);
+      this.#writeError = { message: err.message, at: Date.now() };
+      throw err;
+    }
+  }
 
   get state(): ClusterState {
     return this.#state;
@@ -44,6 +75,11 @@ export class EventLog {
 
   get lastEventId(): string | null {
     return this.#lastEventId;
+  }
+
+  /** The election clock of the session that indexed this log's last event (-1 for an empty log). */
+  get lastTerm(): number {
+    return clockOfSession(this.#lastSession);
   }
 
   get currentSession(): string {
@@ -70,13 +106,16 @@ export class EventLog {
     const rows = await this.db.select().from(events).where(gt(events.idx, floor)).orderBy(asc(events.idx));
     let s = snap?.state ?? emptyState();
     let last = snap?.eventId ?? null;
+    let lastSession = snap && snap.idx >= 0 ? snap.session : null;
     for (const r of rows) {
       const event = EventSchema.parse(JSON.parse(r.payload));
       s = apply(s, { idx: r.idx, session: r.session, event });
       last = eventIdOf(event);
+      lastSession = r.session;
     }
     this.#state = s;
     this.#lastEventId = last;
+    this.#lastSession = lastSession;
     return rows.length;
   }
 
@@ -95,10 +134,13 @@ export class EventLog {
   /** Follower whose history diverged or lags past the master's snapshot: start over from the snapshot. */
   reset(snap: Snapshot): Promise<void> {
     return this.#serial(async () => {
-      await this.db.delete(events);
-      await this.#saveSnapshot(snap);
+      await this.#write(async () => {
+        await this.db.delete(events);
+        await this.#saveSnapshot(snap);
+      });
       this.#state = snap.state;
       this.#lastEventId = snap.eventId;
+      this.#lastSession = snap.idx >= 0 ? snap.session : null;
       for (const l of this.#resetListeners) l(snap.state);
     });
   }
@@ -112,22 +154,27 @@ export class EventLog {
   async #commit(ie: IndexedEvent): Promise<IndexedEvent> {
     const before = this.#state;
     const after = apply(before, ie);
-    await this.db.insert(events).values({
-      idx: ie.idx,
-      session: ie.session,
-      type: eventType(ie.event),
-      payload: JSON.stringify(ie.event),
-      createdAt: new Date().toISOString(),
-    });
+    await this.#write(() =>
+      this.db.insert(events).values({
+        idx: ie.idx,
+        session: ie.session,
+        type: eventType(ie.event),
+        payload: JSON.stringify(ie.event),
+        createdAt: new Date().toISOString(),
+      })
+    );
     this.#state = after;
     this.#lastEventId = eventIdOf(ie.event);
+    this.#lastSession = ie.session;
     if ((ie.idx + 1) % SNAPSHOT_EVERY === 0) {
-      await this.#saveSnapshot({
-        idx: ie.idx,
-        eventId: this.#lastEventId,
-        session: ie.session,
-        state: after,
-      });
+      await this.#write(() =>
+        this.#saveSnapshot({
+          idx: ie.idx,
+          eventId: this.#lastEventId,
+          session: ie.session,
+          state: after,
+        })
+      );
     }
     for (const l of this.#listeners) await l(ie, before, after);
     return ie;

@@ -7,9 +7,11 @@ import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { eq } from "drizzle-orm";
 import { kv } from "../store/schema.ts";
+import { StoreWriteError } from "../store/db.ts";
 import { AddressBook, pickTargets } from "./addresses.ts";
 import type { Discovery } from "./discovery/static-peers.ts";
-import { decide } from "./election.ts";
+import { CommitTracker, NoQuorum } from "./commit.ts";
+import { commitIndex, decide, holdsMajority, majority } from "./election.ts";
 import { type Event, eventType, makeEvent } from "./events.ts";
 import {
   type GossipMessage,
@@ -19,6 +21,8 @@ import {
   type Session,
 } from "./gossip.ts";
 import { timedOut } from "./liveness.ts";
+import { eventIdOf } from "./log.ts";
+import { votersOf } from "./state.ts";
 import type { Config } from "../config/schema.ts";
 import type { Plane } from "../daemon/node.ts";
 import { mdnsDiscovery } from "./discovery/mdns.ts";
@@ -30,15 +34,20 @@ import {
   OnceEvery,
   PeerError,
   type PeerTransport,
+  precheck,
   ReplayGuard,
+  signedAnswerHeaders,
+  signedHeaders,
   type Verdict,
   verifyRequest,
 } from "./peers.ts";
+import { settleTrust } from "./secret.ts";
 import {
   answerSync,
   applyPush,
   applySync,
   type Push,
+  PushAnswerSchema,
   pushOf,
   type SyncRequest,
   type SyncResponse,
@@ -58,6 +67,15 @@ export interface ClusterTimings {
 
 export const DEFAULT_TIMINGS: ClusterTimings = { roundMs: 500, electionTimeoutMs: 1500, fanout: 3 };
 
+/** A follower may trail the master this long (a push in flight, a pull under way) before health says so. */
+export const BEHIND_GRACE_MS = 5000;
+
+/** One reason this node is degraded (`/healthz`). */
+export interface HealthIssue {
+  code: string;
+  message: string;
+}
+
 /** A request caught between masters: the caller should retry shortly. */
 export class NoMaster extends ApiError {
   constructor(message: string) {
@@ -69,20 +87,36 @@ export class NoMaster extends ApiError {
 /** What the peer routes call; set on ctx.cluster while the plane runs. */
 export interface ClusterHandle {
   verify(req: { method: string; path: string; headers: Headers; body: Uint8Array }): Promise<Verdict>;
+  /** The header checks that need no body, so a request failing them is refused before its body is read. */
+  precheck(headers: Headers): Verdict | null;
+  /** Headers signing a request to another node as this node (`path` with its query, as sent). */
+  sign(method: string, path: string, body: Uint8Array): Promise<Record<string, string>>;
+  /** Headers signing our answer to the peer request that carried `requestSignature`. */
+  signAnswer(requestSignature: string, body: Uint8Array): Promise<Record<string, string>>;
   gossip(m: GossipMessage): GossipMessage;
+  /** Master: indexes the event and returns once a majority of the voting nodes hold it (else NoQuorum). */
   submit(event: Event): Promise<{ idx: number }>;
+  /** Master: resolves once `idx` is committed; NoQuorum after the commit timeout. */
+  awaitCommit(idx: number): Promise<void>;
   sync(req: SyncRequest): Promise<SyncResponse>;
-  push(p: Push): Promise<{ applied: boolean }>;
+  push(p: Push): Promise<{ applied: boolean; held: number | null }>;
   view(): ClusterView;
+  /** Why this node's view of the cluster is not current (empty when it is). */
+  health(): HealthIssue[];
   /** A signed request to another node's peer route. */
   call(nodeId: string, path: string, body: unknown): Promise<unknown>;
 }
 
 export interface ClusterView {
   nodeId: string;
-  role: "master" | "follower" | "none";
+  /** `candidate`: claims the master role but no majority of the voting nodes backs it, so it indexes nothing. */
+  role: "master" | "candidate" | "follower" | "none";
   session: Session | null;
   lastIdx: number;
+  /** On the master, the highest index a majority of the voters hold; -1 elsewhere. */
+  commitIdx: number;
+  /** The voting nodes in this node's replicated state. */
+  voters: string[];
   peers: {
     nodeId: string;
     apiAddress: string | null;
@@ -96,6 +130,9 @@ export interface ClusterView {
 export interface ClusterDeps {
   transport: PeerTransport;
   verify: ClusterHandle["verify"];
+  precheck: ClusterHandle["precheck"];
+  sign: ClusterHandle["sign"];
+  signAnswer: ClusterHandle["signAnswer"];
   discovery: Discovery[];
   apiAddress: string | null;
   timings?: Partial<ClusterTimings>;
@@ -118,17 +155,41 @@ export class ClusterNode {
   #timingOut = new Set<string>();
   #round: Promise<void> | null = null;
   #stopped = false;
+  /** This node leads a session that a majority of the voting nodes follow (or it is a forced master). */
+  #established = false;
+  /** The session clock in which this node last indexed MasterElected. */
+  #electedIn: number | null = null;
+  readonly #commit: CommitTracker;
+  /** Voting membership changes one at a time, each committed before the next (Raft's single-server rule). */
+  #changing: Promise<void> | null = null;
+  readonly #caughtUp = Promise.withResolvers<void>();
+  #isCaughtUp = false;
+  /** Failed pulls in a row, and when the next may start (they back off so a full disk is not hammered). */
+  #syncFailures = 0;
+  #nextPullAt = 0;
+  #lastSyncError = "";
+  #resyncLogged = -2;
+  /** Since when this follower has trailed the master's gossiped log position (null: it does not). */
+  #behindSince: number | null = null;
 
   constructor(readonly ctx: NodeContext, readonly deps: ClusterDeps) {
     this.t = { ...DEFAULT_TIMINGS, ...deps.timings };
     this.gossipState = new GossipState(ctx.nodeId, ctx.telemetry);
     this.book = new AddressBook(deps.apiAddress);
     this.#lastId = ctx.log.lastEventId;
+    this.#commit = new CommitTracker((held) =>
+      commitIndex(ctx.nodeId, ctx.log.state.lastEventAppliedIdx, held, this.voters(), ctx.config.forceMaster)
+    );
   }
 
   get role(): ClusterView["role"] {
     if (!this.session) return "none";
-    return this.session.master === this.ctx.nodeId ? "master" : "follower";
+    if (this.session.master !== this.ctx.nodeId) return "follower";
+    return this.#established ? "master" : "candidate";
+  }
+
+  voters(): string[] {
+    return votersOf(this.ctx.log.state, this.ctx.nodeId);
   }
 
   async start(): Promise<void> {
@@ -147,16 +208,30 @@ export class ClusterNode {
           this.gossipState.forget(id);
         }
       }
-      if (this.role === "master") this.#pushAll(pushOf(ctx.nodeId, prev, ie));
+      if (this.role === "master") {
+        this.#commit.update();
+        this.#pushAll(pushOf(ctx.nodeId, prev, ie));
+      }
     });
     ctx.log.onReset(() => (this.#lastId = ctx.log.lastEventId));
-    ctx.masterNodeId = () => this.session?.master ?? ctx.nodeId;
+    // A one-node cluster (or a forced master) backs its own claim at once (after the listeners above, which
+    // push and count what it then indexes).
+    this.#judgeMajority(Date.now());
+    ctx.masterNodeId =
+      () => (this.role === "master" || this.role === "follower" ? this.session!.master : null);
+    ctx.whenCaughtUp = () => this.#caughtUp.promise;
+
     ctx.submit = async (event) => {
       await this.submitAnywhere(event);
     };
     for (const d of this.deps.discovery) {
       await d.start((a) => this.book.add(a, d.name === "mdns" ? "mdns" : "static"));
     }
+    // A node with no way to find a peer (no static peer, no mDNS: it binds loopback or has it off) leads
+    // alone from the start: there is no other log to catch up with.
+    const mdns = this.deps.discovery.some((d) => d.name === "mdns") && !!this.deps.apiAddress &&
+      !this.deps.apiAddress.startsWith("127.");
+    if (this.book.all().length === 0 && !mdns) this.#markCaughtUp("it has no peer to follow");
     this.#timer = setInterval(() => {
       if (!this.#round) this.#round = this.tick().finally(() => (this.#round = null));
     }, this.t.roundMs);
@@ -177,6 +252,8 @@ export class ClusterNode {
       startedAt: this.ctx.startedAt,
       forceMaster: this.ctx.config.forceMaster,
       lastIdx: this.ctx.log.state.lastEventAppliedIdx,
+      lastTerm: this.ctx.log.lastTerm,
+      lastEventId: this.ctx.log.lastEventId,
       apiAddress: this.deps.apiAddress,
       session: this.session,
     };
@@ -220,9 +297,80 @@ export class ClusterNode {
     await this.elect(Date.now());
     if (this.role === "follower") {
       const m = this.gossipState.status(this.session!.master)?.status;
-      if (this.#needsSync || (m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx)) this.pull();
+      const behind = !!m && m.lastIdx > this.ctx.log.state.lastEventAppliedIdx;
+      if (!behind) this.#behindSince = null;
+      else this.#behindSince ??= Date.now();
+      if (this.#needsSync || behind) this.pull();
+    } else this.#behindSince = null;
+    if (this.role === "master") {
+      // Every node starts as its own master; only a lead that survived the election's patience is real.
+      if (!this.#isCaughtUp && Date.now() - this.#masterSince >= 2 * this.t.electionTimeoutMs) {
+        this.#markCaughtUp("it leads the cluster");
+      }
+      await this.#collectAcks(Date.now());
+      this.#admitFollowers(Date.now());
+      this.#checkLiveness(Date.now());
     }
-    if (this.role === "master") this.#checkLiveness(Date.now());
+  }
+
+  /**
+   * Why this node's view of the cluster cannot be trusted right now (empty when it can): no master, a
+   * master it cannot reach, a log behind the master's, or failing syncs.
+   */
+  health(now = Date.now()): HealthIssue[] {
+    const out: HealthIssue[] = [];
+    if (!this.session) {
+      out.push({ code: "no_master", message: "no master: the cluster is electing one" });
+      return out;
+    }
+    if (this.role === "candidate") {
+      out.push({ code: "no_quorum", message: `no master: ${this.#noMajority()}` });
+    }
+    if (this.role === "follower") {
+      const master = this.session.master;
+      const heard = this.gossipState.status(master);
+      const silent = heard ? now - heard.receivedAt : null;
+      if (silent === null || silent > this.t.electionTimeoutMs) {
+        out.push({
+          code: "master_unreachable",
+          message: silent === null
+            ? `cannot reach master ${master}: not heard from yet`
+            : `cannot reach master ${master}: not heard from for ${(silent / 1000).toFixed(1)} s`,
+        });
+      }
+      const gap = (heard?.status.lastIdx ?? -1) - this.ctx.log.state.lastEventAppliedIdx;
+      if (gap > 0 && this.#behindSince !== null && now - this.#behindSince >= BEHIND_GRACE_MS) {
+        out.push({
+          code: "behind_master",
+          message: `behind master ${master}'s log by ${gap} event(s) for ${
+            ((now - this.#behindSince) / 1000).toFixed(1)
+          } s`,
+        });
+      }
+      if (this.#syncFailures > 0) {
+        out.push({
+          code: "sync_failing",
+          message:
+            `${this.#syncFailures} sync(s) from master ${master} failed in a row: ${this.#lastSyncError}`,
+        });
+      }
+    }
+    if (!this.#isCaughtUp) {
+      out.push({ code: "catching_up", message: "catching up with the master's log after start" });
+    }
+    return out;
+  }
+
+  /** True once this node's state may be acted on (see NodeContext.whenCaughtUp). */
+  get caughtUp(): boolean {
+    return this.#isCaughtUp;
+  }
+
+  #markCaughtUp(why: string): void {
+    if (this.#isCaughtUp) return;
+    this.#isCaughtUp = true;
+    log.info("caught up at log index {idx}: {why}", { idx: this.ctx.log.state.lastEventAppliedIdx, why });
+    this.#caughtUp.resolve();
   }
 
   async exchange(address: string): Promise<void> {
@@ -261,6 +409,7 @@ export class ClusterNode {
     const d = decide({
       self: this.selfStatus(now),
       fresh: fresh.map((s) => (s.nodeId === this.ctx.nodeId ? { ...s, session: this.session } : s)),
+      voters: this.voters(),
       maxClock: this.#maxClock,
       masterlessMs: this.#masterlessSince === null ? 0 : now - this.#masterlessSince,
       patienceMs: 2 * this.t.electionTimeoutMs,
@@ -275,12 +424,115 @@ export class ClusterNode {
       this.session = d.session;
       this.#masterlessSince = null;
       this.#needsSync = true;
+      // Tell the new master now that we back it (its majority), rather than at our next round.
+      const addr = this.addressOf(d.session.master);
+      this.gossipState.offerStatus(this.selfStatus(now), now);
+      if (addr && !this.#inFlight.has(addr)) {
+        this.#inFlight.add(addr);
+        this.exchange(addr).finally(() => this.#inFlight.delete(addr));
+      }
     } else if (d.kind === "wait" && this.session && this.role === "follower") {
       log.info("master {master} is silent; electing a new one", { master: this.session.master });
       this.session = null;
       this.#masterlessSince = now;
     } else if (d.kind === "wait" && this.#masterlessSince === null) this.#masterlessSince = now;
     if (d.kind === "lead" && this.#masterlessSince !== null) this.#masterlessSince = null;
+    this.#judgeMajority(now);
+  }
+
+  /** Acts as master only while a majority of the voting nodes back this node's claim. */
+  #judgeMajority(now: number): void {
+    const self = this.selfStatus(now);
+    // Backing is judged over the election timeout to become master, and twice that to stay one, so a
+    // follower delayed by a busy machine does not make the master flap. Staying longer is safe: commits
+    // count followers' answers, and a follower answers only the master it follows.
+    const window = this.#established ? 2 * this.t.electionTimeoutMs : this.t.electionTimeoutMs;
+    const fresh = [self, ...this.#freshOthers(now, window)];
+    const holds = this.session?.master === this.ctx.nodeId && holdsMajority(self, fresh, this.voters());
+    if (holds === this.#established) return;
+    this.#established = holds;
+    if (holds) {
+      log.info("a majority of the voting nodes backs this node: acting as master (session {clock})", {
+        clock: this.session!.clock,
+      });
+      this.#masterSince = now;
+      this.#timingOut.clear();
+      this.#commit.reset();
+      // Indexed first in the session, so a node holding an uncommitted tail from an older session sees
+      // this log as newer and follows it (see election.ts, upToDate). Once per session is enough.
+      if (this.#electedIn !== this.session!.clock) {
+        this.#electedIn = this.session!.clock;
+        this.#appendQuietly(
+          makeEvent("MasterElected", { nodeId: this.ctx.nodeId, clock: this.session!.clock }),
+        );
+      }
+      if (!(this.ctx.log.state.voters ?? []).includes(this.ctx.nodeId)) {
+        this.#changeMembership(makeEvent("NodeJoined", { nodeId: this.ctx.nodeId }));
+      }
+    } else {
+      const why = this.#noMajority();
+      log.warn("{why}: no longer acting as master", { why });
+      this.#commit.failAll(`${why}; retry in a moment`);
+    }
+  }
+
+  #freshOthers(now: number, windowMs = this.t.electionTimeoutMs): NodeStatus[] {
+    return this.gossipState.fresh(now, windowMs).filter((s) => s.nodeId !== this.ctx.nodeId);
+  }
+
+  /** Why this node cannot commit: how many voters it hears, of how many, and how many it needs. */
+  #noMajority(): string {
+    const voters = this.voters();
+    const heard = [this.ctx.nodeId, ...this.#freshOthers(Date.now()).map((s) => s.nodeId)]
+      .filter((id) => voters.includes(id)).length;
+    return `no majority of the voting nodes is reachable from ${this.ctx.nodeId} ` +
+      `(${heard} of ${voters.length} heard, ${majority(voters.length)} needed)`;
+  }
+
+  #appendQuietly(event: Event): void {
+    this.ctx.log.append(event).catch((e) =>
+      log.error("could not index {type}: {error}", { type: eventType(event), error: (e as Error).message })
+    );
+  }
+
+  /** One membership change at a time, committed before the next; false when one is still under way. */
+  #changeMembership(event: Event, onFail?: () => void): boolean {
+    if (this.#changing) return false;
+    this.#changing = this.ctx.log.append(event)
+      .then((ie) => this.#commit.wait(ie.idx, 30_000, () => this.#noMajority()))
+      .catch((e) => {
+        onFail?.();
+        log.warn("membership change {type} not committed: {error}", {
+          type: eventType(event),
+          error: (e as Error).message,
+        });
+      })
+      .finally(() => (this.#changing = null));
+    return true;
+  }
+
+  /** Followers prove in their status what they hold: the master's event at their last index. */
+  async #collectAcks(now: number): Promise<void> {
+    for (const s of this.#followers(now)) {
+      if (s.lastIdx <= this.#commit.heldBy(s.nodeId) || s.lastIdx > this.ctx.log.state.lastEventAppliedIdx) {
+        continue;
+      }
+      if (s.lastEventId !== null && (await this.ctx.log.eventIdAt(s.lastIdx)) === s.lastEventId) {
+        this.#commit.ack(s.nodeId, s.lastIdx);
+      }
+    }
+  }
+
+  /** A node that follows this master and holds the committed log becomes a voter. */
+  #admitFollowers(now: number): void {
+    const voters = this.voters();
+    for (const s of this.#followers(now)) {
+      const held = this.#commit.heldBy(s.nodeId);
+      if (voters.includes(s.nodeId) || held < 0 || held < this.#commit.index) continue;
+      log.info("node {nodeId} follows and has caught up: indexing it as a voter", { nodeId: s.nodeId });
+      this.#changeMembership(makeEvent("NodeJoined", { nodeId: s.nodeId }));
+      return;
+    }
   }
 
   async #lead(session: Session, now: number): Promise<void> {
@@ -289,6 +541,10 @@ export class ClusterNode {
     this.session = session;
     this.#masterSince = now;
     this.#masterlessSince = null;
+    if (this.#established) {
+      this.#established = false;
+      this.#commit.failAll("the master changed session; retry in a moment");
+    }
     this.#maxClock = Math.max(this.#maxClock, session.clock);
     this.#timingOut.clear();
     // The new session continues from this node's replica: same indices, a new session label.
@@ -300,7 +556,7 @@ export class ClusterNode {
       set: { value, updatedAt },
     });
     if (was) {
-      log.info("this node is now the master (session {clock}, log at {idx})", {
+      log.info("this node claims the master role (session {clock}, log at {idx})", {
         clock: session.clock,
         idx: ctx.log.state.lastEventAppliedIdx,
       });
@@ -310,6 +566,7 @@ export class ClusterNode {
   /** Pulls from the master until caught up; one pull at a time. */
   pull(): void {
     if (this.#syncing || this.role !== "follower") return;
+    if (Date.now() < this.#nextPullAt) return void (this.#needsSync = true);
     const master = this.session!.master;
     this.#needsSync = false;
     this.#syncing = (async () => {
@@ -322,16 +579,43 @@ export class ClusterNode {
         };
         const res = SyncResponseSchema.parse(await this.deps.transport(addr, "sync", req, 10_000));
         if (res.snapshot) {
-          log.info("resynchronising from master {master}'s snapshot at {idx}", {
-            master,
-            idx: res.snapshot.idx,
-          });
+          // Once per snapshot: a follower that cannot apply it would otherwise repeat this every round.
+          const first = res.snapshot.idx !== this.#resyncLogged;
+          this.#resyncLogged = res.snapshot.idx;
+          const fields = { master, idx: res.snapshot.idx };
+          if (first) log.info("resynchronising from master {master}'s snapshot at {idx}", fields);
+          else log.debug("resynchronising from master {master}'s snapshot at {idx}", fields);
         }
-        if (!(await applySync(this.ctx.log, res))) break;
+        if (!(await applySync(this.ctx.log, res))) {
+          if (this.ctx.log.state.lastEventAppliedIdx >= res.lastIdx) {
+            this.#markCaughtUp(`it holds master ${master}'s log`);
+          }
+          break;
+        }
       }
+      if (this.#syncFailures > 0) {
+        log.info("sync from {master} works again after {n} failed attempt(s)", {
+          master,
+          n: this.#syncFailures,
+        });
+      }
+      this.#syncFailures = 0;
+      this.#nextPullAt = 0;
     })().catch((e) => {
       this.#needsSync = true;
-      log.debug("sync from {master} failed: {error}", { master, error: (e as Error).message });
+      const error = (e as Error).message;
+      const n = ++this.#syncFailures;
+      // A write that failed here (a full disk) fails again at once: back off to 10 s. A network failure
+      // retries next round, since a follower that lags keeps its engines from hearing of placements.
+      // Either way, log at warning on the first failure, on each new cause, then every 20th.
+      this.#nextPullAt = e instanceof StoreWriteError
+        ? Date.now() + Math.min(10_000, this.t.roundMs * 2 ** Math.min(n - 1, 5))
+        : 0;
+      const loud = n === 1 || error !== this.#lastSyncError || n % 20 === 0;
+      this.#lastSyncError = error;
+      const fields = { master, n, error };
+      if (loud) log.warn("sync from {master} failed ({n} in a row): {error}", fields);
+      else log.debug("sync from {master} failed ({n} in a row): {error}", fields);
     }).finally(() => (this.#syncing = null));
   }
 
@@ -344,9 +628,11 @@ export class ClusterNode {
     for (const s of this.#followers(Date.now())) {
       const addr = s.apiAddress!;
       // One chain per follower keeps pushes in order; a failed push is repaired by the follower's pull.
-      const next = (this.#pushChains.get(addr) ?? Promise.resolve()).then(() =>
-        this.deps.transport(addr, "push", p, 2000)
-      ).catch(() => {});
+      // Its answer says up to where the follower holds our history: what the commit index counts.
+      const next = (this.#pushChains.get(addr) ?? Promise.resolve()).then(async () => {
+        const a = PushAnswerSchema.parse(await this.deps.transport(addr, "push", p, 2000));
+        if (a.held !== null && this.role === "master") this.#commit.ack(s.nodeId, a.held);
+      }).catch(() => {});
       this.#pushChains.set(addr, next);
     }
   }
@@ -363,30 +649,62 @@ export class ClusterNode {
     });
     for (const id of late) {
       if (this.#timingOut.has(id)) continue;
+      // A timed-out voter leaves the voting set: one membership change at a time.
+      if (
+        !this.#changeMembership(makeEvent("NodeTimedOut", { nodeId: id }), () => this.#timingOut.delete(id))
+      ) {
+        return;
+      }
       this.#timingOut.add(id);
       log.warn("node {nodeId} silent for more than {s} s: timing it out", {
         nodeId: id,
         s: this.ctx.config.nodeTimeout,
       });
-      this.ctx.log.append(makeEvent("NodeTimedOut", { nodeId: id })).catch((e) => {
-        this.#timingOut.delete(id);
-        log.error("could not record NodeTimedOut for {nodeId}: {error}", {
-          nodeId: id,
-          error: (e as Error).message,
-        });
-      });
     }
+  }
+
+  get #commitTimeoutMs(): number {
+    return this.ctx.config.commitTimeout * 1000;
+  }
+
+  /** Master: index the event, then answer once a majority holds it, or NoQuorum after the commit timeout. */
+  async indexCommitted(event: Event): Promise<{ idx: number }> {
+    if (this.role === "candidate") throw new NoQuorum(`${this.#noMajority()}; retry in a moment`);
+    if (this.role !== "master") {
+      throw new NoMaster(`this node is not the master (${this.session?.master ?? "none known"})`);
+    }
+    const { idx } = await this.ctx.log.append(event);
+    await this.awaitCommit(idx);
+    return { idx };
+  }
+
+  /** Resolves once `idx` is held by a majority of the voters; NoQuorum after the commit timeout. */
+  awaitCommit(idx: number): Promise<void> {
+    return this.#commit.wait(
+      idx,
+      this.#commitTimeoutMs,
+      () =>
+        `${this.#noMajority()} within ${this.ctx.config.commitTimeout} s; the event is not acknowledged, retry`,
+    );
   }
 
   /** ctx.submit: index locally as master, else hand the event to the master. */
   async submitAnywhere(event: Event): Promise<{ idx: number }> {
-    if (this.role === "master") return { idx: (await this.ctx.log.append(event)).idx };
+    if (this.role === "master" || this.role === "candidate") return await this.indexCommitted(event);
     const master = this.session?.master;
     const addr = master ? this.addressOf(master) : null;
     if (!master || !addr) throw new NoMaster("the cluster is electing a master; retry in a moment");
     try {
-      return await this.deps.transport(addr, "submit", { event }, 5000) as { idx: number };
+      return await this.deps.transport(addr, "submit", { event }, this.#commitTimeoutMs + 2000) as {
+        idx: number;
+      };
     } catch (e) {
+      if (e instanceof PeerError && e.status === 503 && /no_quorum/.test(e.message)) {
+        throw new NoQuorum(
+          `the master ${master} could not get a majority of the voting nodes to hold the event in time; ` +
+            "it is not acknowledged, retry in a moment",
+        );
+      }
       throw new NoMaster(
         `the master ${master} did not take the event (${(e as Error).message}); retry in a moment`,
       );
@@ -396,26 +714,45 @@ export class ClusterNode {
   handle(): ClusterHandle {
     return {
       verify: this.deps.verify,
-      gossip: (m) => this.gossipState.gossipReply(m, Date.now()),
-      submit: async (event) => {
-        if (this.role !== "master") {
-          throw new NoMaster(`this node is not the master (${this.session?.master ?? "none known"})`);
-        }
-        return { idx: (await this.ctx.log.append(event)).idx };
+      precheck: this.deps.precheck,
+      sign: this.deps.sign,
+      signAnswer: this.deps.signAnswer,
+      gossip: (m) => {
+        const reply = this.gossipState.gossipReply(m, Date.now());
+        // A candidate learns here that a follower now backs it: act at once, not at the next round.
+        if (this.role === "candidate") this.#judgeMajority(Date.now());
+        return reply;
       },
+      submit: (event) => this.indexCommitted(event),
+      awaitCommit: (idx) => this.awaitCommit(idx),
       sync: (req) => {
         if (this.role !== "master") throw new NoMaster("this node is not the master");
         return answerSync(this.ctx.log, req);
       },
       push: async (p) => {
         if (this.role !== "follower" || p.master !== this.session?.master || this.#syncing) {
-          return { applied: false };
+          return { applied: false, held: null };
         }
-        const applied = await applyPush(this.ctx.log, p);
-        if (!applied) this.pull();
-        return { applied };
+        let applied: boolean;
+        try {
+          applied = await applyPush(this.ctx.log, p);
+        } catch (e) {
+          // A write that failed here (a full disk) is retried, and reported with backoff, by the pull.
+          log.debug("could not apply pushed event {idx}: {error}", {
+            idx: p.event.idx,
+            error: (e as Error).message,
+          });
+          applied = false;
+        }
+        // Held only when the event at that index is the master's (an older push may meet a diverged tail).
+        const held = applied && (await this.ctx.log.eventIdAt(p.event.idx)) === eventIdOf(p.event.event)
+          ? p.event.idx
+          : null;
+        if (held === null) this.pull();
+        return { applied, held };
       },
       view: () => this.view(),
+      health: () => this.health(),
       call: (nodeId, path, body) => {
         const addr = this.addressOf(nodeId);
         if (!addr) throw new NoMaster(`node ${nodeId} has no known address yet; retry in a moment`);
@@ -430,6 +767,8 @@ export class ClusterNode {
       role: this.role,
       session: this.session,
       lastIdx: this.ctx.log.state.lastEventAppliedIdx,
+      commitIdx: this.role === "master" ? this.#commit.index : -1,
+      voters: this.voters(),
       peers: this.gossipState.statuses().filter((e) => e.status.nodeId !== this.ctx.nodeId).map((e) => ({
         nodeId: e.status.nodeId,
         apiAddress: e.status.apiAddress,
@@ -448,14 +787,22 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
   return {
     name: "cluster",
     async start(ctx) {
-      const key = await clusterKey(config.clusterSecret, config.namespace);
-      const me = localIdentity(ctx.nodeId, config.namespace);
       const apiAddress = ctx.telemetry.get(ctx.nodeId)?.reading.apiAddress ?? null;
+      const trust = settleTrust(config.dataDir, {
+        secret: config.clusterSecret,
+        apiKey: config.apiKey,
+        join: config.join,
+        namespace: config.namespace,
+        peers: config.peers,
+      }, apiAddress);
+      const { namespace } = trust;
+      const key = await clusterKey(trust.secret, namespace);
+      const me = localIdentity(ctx.nodeId, namespace);
       const guard = new ReplayGuard();
       const refusals = new OnceEvery();
-      const discovery: Discovery[] = [staticPeers(config.peers)];
+      const discovery: Discovery[] = [staticPeers(trust.peers)];
       if (config.mdns) {
-        discovery.push(mdnsDiscovery({ namespace: config.namespace, apiAddress, nodeId: ctx.nodeId }));
+        discovery.push(mdnsDiscovery({ namespace, apiAddress, nodeId: ctx.nodeId }));
       }
       node = new ClusterNode(ctx, {
         transport: httpTransport(key, me),
@@ -466,6 +813,16 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
           }
           return v;
         },
+        precheck: (headers) => {
+          const v = precheck(me, headers, Date.now());
+          if (v && !v.ok && refusals.due(`${headers.get("x-skulk-node")}/${v.reason}`)) {
+            log.warn("refused a peer: {why}", { why: v.message });
+          }
+          return v;
+        },
+        sign: (method, path, body) => signedHeaders(key, me, method, path, body, Date.now()),
+        signAnswer: (requestSignature, body) =>
+          signedAnswerHeaders(key, me, requestSignature, body, Date.now()),
         discovery,
         apiAddress,
         timings,

@@ -34,6 +34,10 @@ export const PushSchema = z.object({
 }).strict();
 export type Push = z.infer<typeof PushSchema>;
 
+/** A follower's answer to a push: `held` is the index up to which it holds the master's history, if it does. */
+export const PushAnswerSchema = z.object({ applied: z.boolean(), held: z.number().int().nullable() })
+  .strict();
+
 /** Master side: what a follower holding history up to (`after`, `eventId`) needs next. */
 export async function answerSync(log: EventLog, req: SyncRequest): Promise<SyncResponse> {
   const lastIdx = log.state.lastEventAppliedIdx;

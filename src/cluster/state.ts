@@ -6,7 +6,27 @@ import type { DownloadProgress } from "./downloads.ts";
 import { downloadModelId } from "./downloads.ts";
 import type { Event, IndexedEvent } from "./events.ts";
 import { eventType } from "./events.ts";
-import { type Instance, instanceBody, type RunnerStatus } from "./instances.ts";
+import {
+  type Instance,
+  instanceBody,
+  type PlacementRecord,
+  PlacementRecordSchema,
+  type RunnerStatus,
+} from "./instances.ts";
+
+/** The `retryAt` of a lost instance nobody has tried to place yet: due at once (the reducer reads no clock). */
+export const DUE_NOW = new Date(0).toISOString();
+
+/** A lost instance whose model healing has not placed again yet (ours: never in upstream's `/state`). */
+export interface Unplaced {
+  instance: Instance;
+  placement: PlacementRecord;
+  /** Attempts made so far. */
+  attempt: number;
+  /** ISO time of the next attempt; null once healing gave up (until the cluster changes). */
+  retryAt: string | null;
+  reason: string;
+}
 
 export interface ClusterState {
   instances: Record<string, Instance>;
@@ -14,7 +34,19 @@ export interface ClusterState {
   downloads: Record<string, DownloadProgress[]>;
   tasks: Record<string, unknown>;
   tracingEnabled: boolean;
+  /**
+   * The voting members, replicated like everything else so that every node counts the same majority: a
+   * node cut off from the others cannot shrink it. Absent in snapshots older than voting (read via `votersOf`).
+   */
+  voters?: string[];
   lastEventAppliedIdx: number;
+  /**
+   * Ours, kept out of upstream's `/state`: the constraints each live instance was placed with (only
+   * those not placed with the defaults), and lost instances awaiting re-placement, keyed by the lost id.
+   * Optional because snapshots written before they existed lack them.
+   */
+  placements?: Record<string, PlacementRecord>;
+  unplaced?: Record<string, Unplaced>;
 }
 
 export function emptyState(): ClusterState {
@@ -24,7 +56,10 @@ export function emptyState(): ClusterState {
     downloads: {},
     tasks: {},
     tracingEnabled: false,
+    voters: [],
     lastEventAppliedIdx: -1,
+    placements: {},
+    unplaced: {},
   };
 }
 
@@ -55,7 +90,27 @@ function deleteInstances(state: ClusterState, ids: string[]): ClusterState {
     ...state,
     instances: withoutKeys(state.instances, ids),
     runners: withoutKeys(state.runners, runners),
+    placements: withoutKeys(state.placements ?? {}, ids),
   };
+}
+
+const votersIn = (state: ClusterState): string[] => state.voters ?? [];
+
+/**
+ * The nodes whose majority commits and elects. A node that has joined nothing yet (a fresh data dir) is
+ * a cluster of one: its own majority.
+ */
+export function votersOf(state: ClusterState, self: string): string[] {
+  const v = votersIn(state);
+  return v.length > 0 ? v : [self];
+}
+
+/** A new instance of a model settles the oldest lost instance of that model still awaiting a place. */
+function settleUnplaced(unplaced: Record<string, Unplaced>, modelId: string): Record<string, Unplaced> {
+  const first = Object.entries(unplaced).find(([, u]) =>
+    instanceBody(u.instance).shardAssignments.modelId === modelId
+  );
+  return first ? withoutKeys(unplaced, [first[0]]) : unplaced;
 }
 
 /** Applies one event's effect, without index bookkeeping. */
@@ -63,8 +118,28 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
   const type = eventType(event);
   switch (type) {
     case "InstanceCreated": {
-      const { instance } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
-      return { ...state, instances: { ...state.instances, [instanceBody(instance).instanceId]: instance } };
+      const { instance, placement } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
+      const body = instanceBody(instance);
+      const placements = { ...state.placements ?? {} };
+      if (placement) placements[body.instanceId] = placement;
+      else delete placements[body.instanceId];
+      return {
+        ...state,
+        instances: { ...state.instances, [body.instanceId]: instance },
+        placements,
+        unplaced: settleUnplaced(state.unplaced ?? {}, body.shardAssignments.modelId),
+      };
+    }
+    case "PlacementFailed": {
+      const { lostInstanceId, instance, placement, attempt, retryAt, reason } =
+        (event as Extract<Event, { PlacementFailed: unknown }>).PlacementFailed;
+      return {
+        ...state,
+        unplaced: {
+          ...state.unplaced ?? {},
+          [lostInstanceId]: { instance, placement, attempt, retryAt, reason },
+        },
+      };
     }
     case "InstanceDeleted": {
       const { instanceId } = (event as Extract<Event, { InstanceDeleted: unknown }>).InstanceDeleted;
@@ -93,7 +168,31 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
         [id],
       ) => id);
       const next = deleteInstances(state, touching);
-      return { ...next, downloads: withoutKeys(next.downloads, [nodeId]) };
+      // Each instance it held is lost and due for re-placement now: whichever node is master (this one, or
+      // one elected before it acted) finds it here, so a failover between the two loses nothing.
+      const unplaced = { ...state.unplaced ?? {} };
+      for (const id of touching) {
+        unplaced[id] = {
+          instance: state.instances[id],
+          placement: state.placements?.[id] ?? PlacementRecordSchema.parse({}),
+          attempt: 0,
+          retryAt: DUE_NOW,
+          reason: `node ${nodeId} timed out`,
+        };
+      }
+      // The last voter stays: an empty list would make every node a cluster of one (see votersOf).
+      const rest = votersIn(state).filter((v) => v !== nodeId);
+      return {
+        ...next,
+        downloads: withoutKeys(next.downloads, [nodeId]),
+        unplaced,
+        voters: rest.length > 0 ? rest : votersIn(state),
+      };
+    }
+    case "NodeJoined": {
+      const { nodeId } = (event as Extract<Event, { NodeJoined: unknown }>).NodeJoined;
+      const voters = votersIn(state);
+      return voters.includes(nodeId) ? state : { ...state, voters: [...voters, nodeId].sort() };
     }
     case "TracingStateChanged":
       return {
@@ -103,6 +202,7 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
       };
     case "CustomModelCardAdded":
     case "CustomModelCardDeleted":
+    case "MasterElected":
     case "TestEvent":
       return state;
   }

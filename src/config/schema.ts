@@ -4,6 +4,8 @@
  */
 import { z } from "zod";
 import { DetectorSchema } from "../audio/vad.ts";
+import { decodeJoinToken, type JoinToken } from "../cluster/secret.ts";
+import { LifelineModeSchema } from "../engines/lifeline.ts";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
 
 const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(
@@ -43,6 +45,24 @@ const peerList = z.union([z.array(nonEmpty), z.string()])
   .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean))
   .pipe(z.array(z.string().regex(/^[^\s:]+:\d{1,5}$/, "each peer must be host:port")));
 
+/** A browser origin (`scheme://host[:port]`, as a browser sends it in `Origin`), or `*` for any. */
+const origin = z.string().trim().refine(
+  (o) => {
+    if (o === "*") return true;
+    try {
+      const u = new URL(o);
+      return (u.protocol === "http:" || u.protocol === "https:") && u.origin === o;
+    } catch {
+      return false;
+    }
+  },
+  "each origin must be `*` or scheme://host[:port] with no path or trailing slash (e.g. http://localhost:5173)",
+);
+const originList = z.union([z.array(z.string()), z.string()])
+  .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean))
+  .pipe(z.array(origin));
+const count = z.coerce.number().int("must be a whole number").positive("must be a positive number");
+
 export interface Setting<T> {
   /** Dotted name used in messages and in `skulk.yaml` (`api.port` is `api: {port: …}`). */
   key: string;
@@ -75,6 +95,39 @@ export const SETTINGS = {
     schema: z.string().min(16, "must be at least 16 characters").nullable(),
     default: null,
   }),
+  /** Browser origins besides the node's own that may call the API (CORS and state-changing requests). */
+  corsOrigins: setting({
+    key: "api.cors_origins",
+    env: "SKULK_CORS_ORIGINS",
+    schema: originList,
+    default: [] as string[],
+  }),
+  /** Largest request body on every route but the audio uploads (which keep their 25 MiB). */
+  maxBodyBytes: setting({
+    key: "api.max_body_bytes",
+    env: "SKULK_MAX_BODY_BYTES",
+    schema: byteSize,
+    default: 1024 * 1024,
+  }),
+  /** A request body must arrive within this long of its headers (uploads: ten times this). */
+  bodyTimeout: setting({
+    key: "api.body_timeout_seconds",
+    env: "SKULK_BODY_TIMEOUT",
+    schema: seconds,
+    default: 30,
+  }),
+  maxConcurrentStreams: setting({
+    key: "api.max_concurrent_streams",
+    env: "SKULK_MAX_CONCURRENT_STREAMS",
+    schema: count,
+    default: 256,
+  }),
+  maxRealtimeSessions: setting({
+    key: "api.max_realtime_sessions",
+    env: "SKULK_MAX_REALTIME_SESSIONS",
+    schema: count,
+    default: 32,
+  }),
   dataDir: setting({
     key: "node.data_dir",
     flag: "dataDir",
@@ -103,6 +156,8 @@ export const SETTINGS = {
     schema: byteSize.nullable(),
     default: null,
   }),
+  /** Test-only routes (`POST /cluster/test_events`); the test harness sets it, nothing else should. */
+  testMode: setting({ key: "node.test_mode", env: "SKULK_TEST_MODE", schema: bool, default: false }),
   worker: setting({ key: "node.worker", flag: "worker", env: "SKULK_WORKER", schema: bool, default: true }),
   namespace: setting({
     key: "cluster.namespace",
@@ -132,12 +187,71 @@ export const SETTINGS = {
     schema: z.string().min(8, "must be at least 8 characters").nullable(),
     default: null,
   }),
+  /** A join token from `skulk cluster token`: the cluster's secret, namespace and one member's address. */
+  join: setting({
+    key: "cluster.join",
+    flag: "join",
+    env: "SKULK_JOIN",
+    secret: true,
+    schema: z.string().transform((v, ctx): JoinToken => {
+      try {
+        return decodeJoinToken(v);
+      } catch (e) {
+        ctx.addIssue({ code: "custom", message: (e as Error).message });
+        return z.NEVER;
+      }
+    }).nullable(),
+    default: null,
+  }),
   mdns: setting({ key: "cluster.mdns", flag: "mdns", env: "SKULK_MDNS", schema: bool, default: true }),
   nodeTimeout: setting({
     key: "cluster.node_timeout_seconds",
     env: "SKULK_NODE_TIMEOUT",
     schema: seconds,
     default: 30,
+  }),
+  /** How long the master waits for a majority to hold an event before answering a retryable 503. */
+  commitTimeout: setting({
+    key: "cluster.commit_timeout_seconds",
+    env: "SKULK_COMMIT_TIMEOUT",
+    schema: seconds,
+    default: 3,
+  }),
+  /** Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts). */
+  healRetryBase: setting({
+    key: "cluster.heal_retry_seconds",
+    env: "SKULK_HEAL_RETRY",
+    schema: seconds,
+    default: 5,
+  }),
+  /**
+   * How long a forward waits for the other node's first sign of life (its answer, or its answer to a
+   * liveness probe). A node that is up answers in milliseconds; a SIGSTOPped one still accepts the TCP
+   * connection (the kernel does), so only this deadline notices it.
+   */
+  forwardConnectTimeout: setting({
+    key: "cluster.forward_connect_timeout_seconds",
+    env: "SKULK_FORWARD_CONNECT_TIMEOUT",
+    schema: seconds,
+    default: 3,
+  }),
+  /**
+   * After that, the longest the other node may stay silent (no byte of the answer, no answer to a probe
+   * sent every second of silence) before the forward fails with a 503 naming it. Not a first-byte
+   * deadline: a node that keeps answering probes is working (a long prefill, a non-streamed generation).
+   */
+  forwardSilenceTimeout: setting({
+    key: "cluster.forward_silence_timeout_seconds",
+    env: "SKULK_FORWARD_SILENCE_TIMEOUT",
+    schema: seconds,
+    default: 15,
+  }),
+  /** How engines are tied to the daemon's life (src/engines/lifeline.ts). */
+  engineLifeline: setting({
+    key: "node.engine_lifeline",
+    env: "SKULK_ENGINE_LIFELINE",
+    schema: LifelineModeSchema,
+    default: "auto" as const,
   }),
   logLevel: setting({
     key: "logging.level",

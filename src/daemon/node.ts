@@ -70,7 +70,7 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       dataDir: config.dataDir,
       fresh: identity.created ? " (new node id)" : "",
     });
-    const eventLog = new EventLog(store.db, `${nodeId}/0`);
+    const eventLog = new EventLog(store.db, `${nodeId}/0`, store.path);
     const replayed = await eventLog.load();
     if (replayed > 0) log.info("replayed {n} events from the local log", { n: replayed });
     const s = store;
@@ -89,6 +89,7 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       submit: async (event) => {
         await eventLog.append(event);
       },
+      whenCaughtUp: () => Promise.resolve(),
     };
     await loadCustomCardsInto(store.db, ctx.catalog);
     followCustomCardEvents(eventLog, store.db, ctx.catalog);

@@ -2,6 +2,8 @@
  * espeak-ng, the voice that is always there: run once per request as a child process (a crash fails that
  * request only), bounded in time and in how many run at once. Speaks 16-bit mono PCM at 22050 Hz.
  */
+import { shortLivedArgv } from "./lifeline.ts";
+
 export const ESPEAK_SAMPLE_RATE = 22050;
 const DEFAULT_WPM = 175;
 const TIMEOUT_MS = 60_000;
@@ -85,8 +87,17 @@ export async function espeakPcm(
   const release = await slot();
   let child: Deno.ChildProcess;
   try {
-    child = new Deno.Command(bin, {
-      args: ["--stdout", "-v", o.voice, "-s", String(wordsPerMinute(o.speed)), "--stdin"],
+    const [cmd, ...args] = shortLivedArgv([
+      bin,
+      "--stdout",
+      "-v",
+      o.voice,
+      "-s",
+      String(wordsPerMinute(o.speed)),
+      "--stdin",
+    ]);
+    child = new Deno.Command(cmd, {
+      args,
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",

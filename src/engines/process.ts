@@ -1,8 +1,11 @@
 /**
  * One supervised engine process (llama-server, ggml-rpc-server, ...): spawn, readiness probe with a
  * deadline, a tail of its log, death noticed at once (and a liveness probe for a wedged process), and
- * stop by SIGTERM then SIGKILL. Its pid is recorded so a restarted daemon can reap what a crash left.
+ * stop by SIGTERM then SIGKILL; launched under a lifeline (lifeline.ts) so it dies with the daemon, and its
+ * pid recorded so a restarted daemon can reap what a crash left anyway.
  */
+import { currentLifeline, launchArgv, type Lifeline } from "./lifeline.ts";
+
 export interface EngineSpec {
   kind: string;
   bin: string;
@@ -42,13 +45,18 @@ export class EngineFailed extends Error {
 }
 
 export interface ProcessRegistry {
-  record(pid: number, spec: EngineSpec): Promise<void>;
+  /** `launched` is the argv actually spawned (the engine's, behind its lifeline wrapper). */
+  record(pid: number, spec: EngineSpec, launched: string[]): Promise<void>;
   forget(pid: number): Promise<void>;
 }
 
 const TAIL_LINES = 200;
 /** The start of the log says how the engine loaded (devices, buffers); kept apart from the rolling tail. */
 const HEAD_LINES = 300;
+/** The engine's time between SIGTERM and SIGKILL on stop. */
+const STOP_GRACE_MS = 5000;
+/** The watchdog passes SIGKILL on after its own grace; the daemon kills the watchdog only after this much more. */
+const WATCHDOG_EXTRA_MS = 2000;
 
 export class EngineProcess {
   readonly #tail: string[] = [];
@@ -60,7 +68,13 @@ export class EngineProcess {
   #deathListeners: ((reason: string, tail: string[]) => void)[] = [];
   #dead = false;
 
-  constructor(readonly spec: EngineSpec, private readonly registry?: ProcessRegistry) {}
+  #lifeline: Lifeline | null = null;
+
+  constructor(
+    readonly spec: EngineSpec,
+    private readonly registry?: ProcessRegistry,
+    private readonly lifeline?: Lifeline,
+  ) {}
 
   get pid(): number | null {
     return this.#child?.pid ?? null;
@@ -110,11 +124,25 @@ export class EngineProcess {
   /** Spawns and waits until the probe answers; throws EngineFailed with the log tail otherwise. */
   async start(): Promise<void> {
     const { spec } = this;
+    // Behind a wrapper a missing binary would only show as the wrapper's exit; say it plainly here.
+    if (spec.bin.includes("/")) {
+      try {
+        Deno.statSync(spec.bin);
+      } catch (e) {
+        throw new EngineFailed(
+          `${spec.kind} could not be started (${spec.bin}): ${(e as Error).message}`,
+          [],
+        );
+      }
+    }
+    const lifeline = this.#lifeline = this.lifeline ?? currentLifeline();
+    const launched = launchArgv(lifeline, [spec.bin, ...spec.args], STOP_GRACE_MS);
     try {
-      this.#child = new Deno.Command(spec.bin, {
-        args: spec.args,
+      this.#child = new Deno.Command(launched[0], {
+        args: launched.slice(1),
         env: spec.env,
-        stdin: "null",
+        // The watchdog's stdin is a pipe this process holds open and never writes: its EOF is our death.
+        stdin: lifeline.kind === "supervise" ? "piped" : "null",
         stdout: "piped",
         stderr: "piped",
       }).spawn();
@@ -124,7 +152,7 @@ export class EngineProcess {
     const child = this.#child;
     void this.#pump(child.stdout);
     void this.#pump(child.stderr);
-    await this.registry?.record(child.pid, spec);
+    await this.registry?.record(child.pid, spec, launched);
     this.#status = child.status.then(async (s) => {
       await this.registry?.forget(child.pid).catch(() => undefined);
       this.#die(
@@ -179,7 +207,7 @@ export class EngineProcess {
   }
 
   /** SIGTERM, then SIGKILL after the grace period; resolves once the process is gone. */
-  async stop(graceMs = 5000): Promise<void> {
+  async stop(graceMs = STOP_GRACE_MS): Promise<void> {
     this.#stopping = true;
     clearInterval(this.#liveness);
     const child = this.#child;
@@ -191,7 +219,7 @@ export class EngineProcess {
       try {
         child.kill("SIGKILL");
       } catch { /* already gone */ }
-    }, graceMs);
+    }, this.#lifeline?.kind === "supervise" ? Math.max(graceMs, STOP_GRACE_MS) + WATCHDOG_EXTRA_MS : graceMs);
     await this.#status;
     clearTimeout(timer);
   }

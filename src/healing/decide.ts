@@ -1,15 +1,26 @@
 /**
- * Healing policy (pure): which applied event breaks which pooled instance, and what follows: tear the
- * whole instance down and place it again (one node if it now fits, else a pool without the dead node),
- * within a bounded number of attempts, each step with its reason for the `instances` history.
+ * Healing policy (pure): which applied event breaks which instance, and what follows: tear it down and
+ * place it again with its original constraints without the dead node (bounded), else retry with backoff.
  */
 import type { Event } from "../cluster/events.ts";
 import { eventType } from "../cluster/events.ts";
-import { type Instance, instanceBody, instanceKind } from "../cluster/instances.ts";
-import { type ClusterState, withoutInstance } from "../cluster/state.ts";
+import {
+  type Instance,
+  instanceBody,
+  instanceKind,
+  type PlacementRecord,
+  PlacementRecordSchema,
+} from "../cluster/instances.ts";
+import { type ClusterState, type Unplaced, withoutInstance } from "../cluster/state.ts";
 import { tagOf } from "../cluster/tagged.ts";
 import type { ModelCard } from "../models/card.ts";
-import { type PlacementRequest, placementRequest, plan, type PlanDeps } from "../placement/planner.ts";
+import {
+  isDefaultRecord as isDefault,
+  type PlacementRequest,
+  placementRequest,
+  plan,
+  type PlanDeps,
+} from "../placement/planner.ts";
 import { isRefusal } from "../placement/shard-check.ts";
 import type { ClusterView } from "../placement/view.ts";
 
@@ -41,8 +52,9 @@ function firstLine(s: string | null): string {
 }
 
 /**
- * The breakages an applied event causes. Pooled instances always heal; a single-node instance heals
- * when `tracked` (it was itself placed by healing), otherwise its failure stays visible as it was.
+ * The breakages an applied event causes. A node timeout breaks every instance touching it. A failed
+ * runner breaks a pooled instance, or a single-node one when `tracked` (healing placed it); otherwise
+ * a single-node engine's failure stays visible as it was (its node is alive: the operator decides).
  */
 export function breakagesOf(
   event: Event,
@@ -84,7 +96,7 @@ export function breakagesOf(
   if (type === "NodeTimedOut") {
     const { nodeId } = (event as Extract<Event, { NodeTimedOut: unknown }>).NodeTimedOut;
     return Object.entries(before.instances)
-      .filter(([id, i]) => nodeId in instanceBody(i).shardAssignments.nodeToRunner && heals(id, i))
+      .filter(([, i]) => nodeId in instanceBody(i).shardAssignments.nodeToRunner)
       .map(([id, i]) => ({
         instanceId: id,
         instance: i,
@@ -96,6 +108,101 @@ export function breakagesOf(
   return [];
 }
 
+/**
+ * The nodes that can take a placement now, and those among them not in `known` (null: nothing is known
+ * yet, so nobody counts as joined). A join earns every lost instance one more try.
+ */
+export function joinedWorkers(
+  known: ReadonlySet<string> | null,
+  view: ClusterView,
+): { workers: Set<string>; joined: string[] } {
+  const workers = new Set(
+    view.nodes.filter((n) => n.reachable && n.worker && n.hasMemory).map((n) => n.nodeId),
+  );
+  return { workers, joined: known ? [...workers].filter((n) => !known.has(n)).sort() : [] };
+}
+
+/** Attempts to find a place for a lost instance's model (the first at once) before healing gives up. */
+export const MAX_PLACE_ATTEMPTS = 5;
+
+/** The wait after failed attempt `attempt` (1-based): the base, doubling each time. */
+export function retryDelayMs(attempt: number, baseMs: number): number {
+  return baseMs * 2 ** (attempt - 1);
+}
+
+/** The constraints an instance was placed with: its record, else the defaults (a plain placement). */
+export function recordOf(state: ClusterState, instanceId: string): PlacementRecord {
+  return state.placements?.[instanceId] ?? PlacementRecordSchema.parse({});
+}
+
+/**
+ * The requests healing tries, in order: the original constraints, then (when they asked for more than
+ * the defaults) anywhere the model fits; never the dead node or the user's exclusions.
+ */
+export function healingRequests(
+  modelId: string,
+  record: PlacementRecord,
+  deadNode: string | null,
+): { label: string; request: PlacementRequest; honours: boolean }[] {
+  const excluded_nodes = [...new Set([...record.excludedNodes, ...(deadNode ? [deadNode] : [])])].sort();
+  const asPlaced = placementRequest(modelId, {
+    sharding: record.sharding,
+    instance_meta: record.instanceMeta,
+    min_nodes: record.minNodes,
+    excluded_nodes,
+  });
+  if (isDefault(record)) return [{ label: "anywhere", request: asPlaced, honours: true }];
+  return [
+    {
+      label: `as placed (${record.instanceMeta}, min_nodes ${record.minNodes})`,
+      request: asPlaced,
+      honours: true,
+    },
+    { label: "anywhere", request: placementRequest(modelId, { excluded_nodes }), honours: false },
+  ];
+}
+
+type Found =
+  | { ok: true; instance: Instance; where: string; shortfall: string | null }
+  | { ok: false; errors: string };
+
+/** The first of healing's requests the planner can place. */
+function findPlace(
+  modelId: string,
+  record: PlacementRecord,
+  deadNode: string | null,
+  view: ClusterView,
+  card: ModelCard,
+  deps: PlanDeps,
+): Found {
+  const errors: string[] = [];
+  for (const { label, request, honours } of healingRequests(modelId, record, deadNode)) {
+    const r = plan(view, card, request, deps);
+    if (!r.ok) {
+      errors.push(`${label}: ${r.error}`);
+      continue;
+    }
+    const p = r.placement;
+    const where = `${p.nodes.length === 1 ? "one node" : `a pool of ${p.nodes.length}`} (${
+      p.nodes.join(", ")
+    }, ${instanceKind(p.instance)})${deadNode ? ` without ${deadNode}` : ""}`;
+    // Only a fallback placement falls short; the history says what the original asked and why not.
+    const shortfall = honours ? null : `min_nodes ${record.minNodes} not honoured (${errors.join("; ")})`;
+    return { ok: true, instance: p.instance, where, shortfall };
+  }
+  return { ok: false, errors: errors.join("; ") };
+}
+
+/** A lost instance healing found no place for: the event that records it and schedules the next try. */
+export type PlacementFailure = {
+  lostInstanceId: string;
+  instance: Instance;
+  placement: PlacementRecord;
+  attempt: number;
+  retryAt: string | null;
+  reason: string;
+};
+
 export type HealDecision =
   | {
     action: "replace";
@@ -103,34 +210,27 @@ export type HealDecision =
     deleteReason: string | null;
     instance: Instance;
     createReason: string;
+    placement: PlacementRecord;
     lineage: Lineage;
   }
-  | { action: "give-up"; deleteReason: string | null; why: string };
+  | { action: "unplaced"; deleteReason: string | null; failure: PlacementFailure };
 
-/** The requests healing tries, in order: one node, a pool as wide as before, any pool; never the dead node. */
-export function healingRequests(b: Breakage): { label: string; request: PlacementRequest }[] {
-  const modelId = instanceBody(b.instance).shardAssignments.modelId;
-  const width = Object.keys(instanceBody(b.instance).shardAssignments.nodeToRunner).length;
-  const excluded_nodes = [b.deadNode];
-  const out = [
-    { label: "one node", request: placementRequest(modelId, { min_nodes: 1, max_nodes: 1, excluded_nodes }) },
-  ];
-  if (width > 2) {
-    out.push({
-      label: `a pool of ${width}`,
-      request: placementRequest(modelId, {
-        instance_meta: "LlamaRpc",
-        min_nodes: width,
-        max_nodes: width,
-        excluded_nodes,
-      }),
-    });
-  }
-  out.push({
-    label: "a pool",
-    request: placementRequest(modelId, { instance_meta: "LlamaRpc", min_nodes: 2, excluded_nodes }),
-  });
-  return out;
+function failure(
+  lostInstanceId: string,
+  instance: Instance,
+  placement: PlacementRecord,
+  attempt: number,
+  cause: string,
+  why: string,
+  now: number,
+  baseMs: number,
+  final = attempt >= MAX_PLACE_ATTEMPTS,
+): PlacementFailure {
+  const retryAt = final ? null : new Date(now + retryDelayMs(attempt, baseMs)).toISOString();
+  const next = retryAt
+    ? `healing found no place, attempt ${attempt}/${MAX_PLACE_ATTEMPTS}, next try at ${retryAt}`
+    : `healing gave up after ${attempt} attempt(s), until a node joins`;
+  return { lostInstanceId, instance, placement, attempt, retryAt, reason: `${cause}; ${next}: ${why}` };
 }
 
 /**
@@ -140,48 +240,99 @@ export function healingRequests(b: Breakage): { label: string; request: Placemen
 export function decideHealing(
   b: Breakage,
   lineage: Lineage | undefined,
+  record: PlacementRecord,
   view: ClusterView,
   card: ModelCard,
   now: number,
+  baseMs: number,
   deps: PlanDeps,
 ): HealDecision {
   const fresh = !lineage || (lineage.readySince !== null && now - lineage.readySince >= HEALED_AFTER_MS);
   const attempts = fresh ? 0 : lineage.attempts;
   const del = (tail: string) => (b.alreadyDeleted ? null : `healing: ${b.reason}; ${tail}`);
+  const record0 = { ...record, healAttempt: attempts };
   if (attempts >= MAX_HEAL_ATTEMPTS) {
-    const why = `gave up after ${attempts} re-placement(s) that did not hold: ${b.reason}`;
-    return { action: "give-up", deleteReason: del(why), why };
+    const why = `${attempts} re-placement(s) did not hold`;
+    const f = failure(b.instanceId, b.instance, record0, 1, b.reason, why, now, baseMs, true);
+    return { action: "unplaced", deleteReason: del(`gave up: ${why}`), failure: f };
   }
-  const errors: string[] = [];
-  for (const { label, request } of healingRequests(b)) {
-    const r = plan(view, card, request, deps);
-    if (!r.ok) {
-      errors.push(`${label}: ${r.error}`);
-      continue;
-    }
-    const p = r.placement;
-    const newId = instanceBody(p.instance).instanceId;
-    const attempt = `attempt ${attempts + 1}/${MAX_HEAL_ATTEMPTS}`;
-    const where = `${label} (${p.nodes.join(", ")}, ${instanceKind(p.instance)}) without ${b.deadNode}`;
-    return {
-      action: "replace",
-      deleteReason: del(`torn down; replaced by ${newId} on ${where}, ${attempt}`),
-      instance: p.instance,
-      createReason: `heals ${b.instanceId} after ${b.reason}: placed on ${where}, ${attempt}`,
-      lineage: { attempts: attempts + 1, readySince: null },
-    };
+  const modelId = instanceBody(b.instance).shardAssignments.modelId;
+  const found = findPlace(modelId, record0, b.deadNode, view, card, deps);
+  if (!found.ok) {
+    const f = failure(b.instanceId, b.instance, record0, 1, b.reason, found.errors, now, baseMs);
+    return { action: "unplaced", deleteReason: del("no place for it yet"), failure: f };
   }
-  const why = `no re-placement without ${b.deadNode}: ${errors.join("; ")}`;
-  return { action: "give-up", deleteReason: del(why), why };
+  const newId = instanceBody(found.instance).instanceId;
+  const attempt = `attempt ${attempts + 1}/${MAX_HEAL_ATTEMPTS}`;
+  const short = found.shortfall ? `; ${found.shortfall}` : "";
+  return {
+    action: "replace",
+    deleteReason: del(`torn down; replaced by ${newId} on ${found.where}, ${attempt}`),
+    instance: found.instance,
+    createReason: `heals ${b.instanceId} after ${b.reason}: placed on ${found.where}, ${attempt}${short}`,
+    placement: { ...record0, healAttempt: attempts + 1 },
+    lineage: { attempts: attempts + 1, readySince: null },
+  };
 }
 
-/** The lineage an `InstanceCreated` carries when healing placed it (its reason names the attempt). */
+/**
+ * The master's next step for a lost instance awaiting a place: null while its retry time has not come
+ * (or after it gave up, unless a node joined since); else a placement or the next failure record.
+ */
+export function decideRetry(
+  lostInstanceId: string,
+  u: Unplaced,
+  view: ClusterView,
+  card: ModelCard,
+  now: number,
+  joined: string[],
+  baseMs: number,
+  deps: PlanDeps,
+):
+  | null
+  | { action: "replace"; instance: Instance; createReason: string; placement: PlacementRecord }
+  | { action: "unplaced"; failure: PlacementFailure } {
+  const due = u.retryAt !== null && Date.parse(u.retryAt) <= now;
+  if (!due && joined.length === 0) return null;
+  const modelId = instanceBody(u.instance).shardAssignments.modelId;
+  const cause = u.reason.split("; healing ")[0];
+  const attempt = u.attempt + 1;
+  const trigger = due ? `attempt ${attempt}/${MAX_PLACE_ATTEMPTS}` : `node ${joined.join(", ")} joined`;
+  const found = findPlace(modelId, u.placement, null, view, card, deps);
+  if (!found.ok) {
+    // A join after giving up earns one try, not a new round of timed ones.
+    const final = u.retryAt === null || attempt >= MAX_PLACE_ATTEMPTS;
+    const f = failure(
+      lostInstanceId,
+      u.instance,
+      u.placement,
+      attempt,
+      cause,
+      found.errors,
+      now,
+      baseMs,
+      final,
+    );
+    return { action: "unplaced", failure: f };
+  }
+  const short = found.shortfall ? `; ${found.shortfall}` : "";
+  return {
+    action: "replace",
+    instance: found.instance,
+    createReason: `heals ${lostInstanceId} after ${cause}: placed on ${found.where}, ${trigger}${short}`,
+    placement: { ...u.placement, healAttempt: u.placement.healAttempt + 1 },
+  };
+}
+
+/** The lineage an `InstanceCreated` carries when healing placed it (its placement record counts the attempts). */
 export function lineageOfCreated(event: Event): { instanceId: string; lineage: Lineage } | null {
   if (eventType(event) !== "InstanceCreated") return null;
-  const { instance, reason } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
-  const m = reason ? /^heals .*, attempt (\d+)\/\d+$/.exec(reason) : null;
-  return m
-    ? { instanceId: instanceBody(instance).instanceId, lineage: { attempts: Number(m[1]), readySince: null } }
+  const { instance, placement } = (event as Extract<Event, { InstanceCreated: unknown }>).InstanceCreated;
+  return placement && placement.healAttempt > 0
+    ? {
+      instanceId: instanceBody(instance).instanceId,
+      lineage: { attempts: placement.healAttempt, readySince: null },
+    }
     : null;
 }
 
@@ -196,3 +347,4 @@ export function allReady(state: ClusterState, instanceId: string): boolean {
 }
 
 export { withoutInstance };
+export type { PlacementRecord };

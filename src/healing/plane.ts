@@ -1,13 +1,11 @@
 /**
- * The healing plane: on the master, turns each breakage of a pooled instance (an engine that died, a node
- * that timed out) into its teardown and re-placement events, one breakage at a time, in log order.
+ * The healing plane: on the master, turns each breakage (a node that timed out, a pool's engine that
+ * died) into teardown and re-placement events in log order, and retries lost instances with backoff.
  */
-import { eq } from "drizzle-orm";
 import type { IndexedEvent } from "../cluster/events.ts";
 import { makeEvent } from "../cluster/events.ts";
 import { instanceBody } from "../cluster/instances.ts";
 import { untag } from "../cluster/tagged.ts";
-import { instances } from "../store/schema.ts";
 import type { ClusterState } from "../cluster/state.ts";
 import type { Plane } from "../daemon/node.ts";
 import { logger } from "../log/mod.ts";
@@ -27,10 +25,18 @@ import {
   type Breakage,
   breakagesOf,
   decideHealing,
+  decideRetry,
+  joinedWorkers,
   type Lineage,
   lineageOfCreated,
+  type PlacementFailure,
+  type PlacementRecord,
+  recordOf,
   withoutInstance,
 } from "./decide.ts";
+
+/** How often the master looks at lost instances awaiting a place (their own backoff spaces the tries). */
+const RETRY_TICK_MS = 1000;
 
 const log = logger("healing");
 
@@ -42,6 +48,11 @@ export class Healer implements Plane {
   #ctx!: NodeContext;
   #queue: Promise<void> = Promise.resolve();
   #stopped = false;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #retrying = false;
+  #caughtUp = false;
+  /** The worker nodes seen at the last retry tick (null until this node is master): joins trigger a retry. */
+  #known: Set<string> | null = null;
 
   /** What this master remembers of the instances it placed by healing (tests, diagnostics). */
   lineage(instanceId: string): Lineage | undefined {
@@ -51,12 +62,89 @@ export class Healer implements Plane {
   start(ctx: NodeContext): Promise<void> {
     this.#ctx = ctx;
     ctx.log.onApplied((ie, before, after) => this.#observe(ie, before, after));
+    void ctx.whenCaughtUp().then(() => (this.#caughtUp = true));
+    this.#timer = setInterval(() => this.#tick(), RETRY_TICK_MS);
     return Promise.resolve();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
+    clearInterval(this.#timer);
     await this.#queue;
+  }
+
+  /** Master, and past the start-up lead every node takes before it hears the real master. */
+  #isMaster(): boolean {
+    return !this.#stopped && this.#caughtUp && this.#ctx.masterNodeId() === this.#ctx.nodeId;
+  }
+
+  #view(state: ClusterState) {
+    return buildClusterView(state, this.#ctx.telemetry.entries(), Date.now(), {
+      nodeTimeoutMs: this.#ctx.config.nodeTimeout * 1000,
+    });
+  }
+
+  /** Master: retries the lost instances whose time has come, and every one after a node joins. */
+  #tick(): void {
+    if (!this.#isMaster()) {
+      this.#known = null;
+      return;
+    }
+    if (this.#retrying) return;
+    const view = this.#view(this.#ctx.log.state);
+    const { workers, joined } = joinedWorkers(this.#known, view);
+    this.#known = workers;
+    const pending = Object.entries(this.#ctx.log.state.unplaced ?? {});
+    if (pending.length === 0) return;
+    this.#retrying = true;
+    this.#queue = this.#queue.then(() => this.#retry(pending, joined)).catch((e) => {
+      log.error("retrying lost instances failed: {error}", { error: (e as Error).message });
+    }).finally(() => (this.#retrying = false));
+  }
+
+  async #retry(pending: [string, NonNullable<ClusterState["unplaced"]>[string]][], joined: string[]) {
+    const ctx = this.#ctx;
+    for (const [lostId, u] of pending) {
+      if (!this.#isMaster() || !ctx.log.state.unplaced?.[lostId]) continue;
+      const card = parseCard(
+        untag(Object.values(instanceBody(u.instance).shardAssignments.runnerToShard)[0]).modelCard,
+      );
+      const d = decideRetry(lostId, u, this.#view(ctx.log.state), card, Date.now(), joined, this.#baseMs(), {
+        newId: () => crypto.randomUUID(),
+      });
+      if (d === null) continue;
+      if (d.action === "unplaced") {
+        await this.#unplaced(d.failure);
+        continue;
+      }
+      log.warn("lost instance {lostId} of {model} placed again: {reason}", {
+        lostId,
+        model: card.model_id,
+        reason: d.createReason,
+      });
+      this.#lineage.set(instanceBody(d.instance).instanceId, {
+        attempts: d.placement.healAttempt,
+        readySince: null,
+      });
+      await ctx.submit(
+        makeEvent("InstanceCreated", {
+          instance: d.instance,
+          reason: d.createReason,
+          placement: d.placement,
+        }),
+      );
+    }
+  }
+
+  #baseMs(): number {
+    return this.#ctx.config.healRetryBase * 1000;
+  }
+
+  async #unplaced(f: PlacementFailure): Promise<void> {
+    const fields = { id: f.lostInstanceId, reason: f.reason };
+    if (f.retryAt) log.warn("no place for lost instance {id}: {reason}", fields);
+    else log.error("no place for lost instance {id}: {reason}", fields);
+    await this.#ctx.submit(makeEvent("PlacementFailed", { ...f }));
   }
 
   #observe(ie: IndexedEvent, before: ClusterState, after: ClusterState): void {
@@ -68,7 +156,7 @@ export class Healer implements Plane {
       else if (l.readySince === null && allReady(after, id)) l.readySince = Date.now();
     }
     // Followers see the same events; only the master acts, so each breakage is healed once.
-    if (this.#stopped || this.#ctx.masterNodeId() !== this.#ctx.nodeId) return;
+    if (!this.#isMaster()) return;
     const refusal = refusalOf(ie.event, after);
     if (refusal) {
       const lineage = this.#recovery.get(refusal.instanceId);
@@ -84,7 +172,8 @@ export class Healer implements Plane {
     for (const b of breakages) {
       // Taken now: by the time the queue reaches it, later events may have dropped the entry.
       const lineage = this.#lineage.get(b.instanceId);
-      this.#queue = this.#queue.then(() => this.#heal(b, lineage)).catch((e) => {
+      const record = recordOf(before, b.instanceId);
+      this.#queue = this.#queue.then(() => this.#heal(b, lineage, record)).catch((e) => {
         log.error("healing {instanceId} failed: {error}", {
           instanceId: b.instanceId,
           error: (e as Error).message,
@@ -126,17 +215,17 @@ export class Healer implements Plane {
     );
   }
 
-  async #heal(b: Breakage, lineage: Lineage | undefined): Promise<void> {
+  async #heal(b: Breakage, lineage: Lineage | undefined, record: PlacementRecord): Promise<void> {
     const ctx = this.#ctx;
     if (this.#stopped) return;
     const state = ctx.log.state;
     if (!b.alreadyDeleted && !state.instances[b.instanceId]) return; // someone deleted it meanwhile
     const shard = Object.values(instanceBody(b.instance).shardAssignments.runnerToShard)[0];
     const card = parseCard(untag(shard).modelCard);
-    const view = buildClusterView(withoutInstance(state, b.instanceId), ctx.telemetry.entries(), Date.now(), {
-      nodeTimeoutMs: ctx.config.nodeTimeout * 1000,
+    const view = this.#view(withoutInstance(state, b.instanceId));
+    const d = decideHealing(b, lineage, record, view, card, Date.now(), this.#baseMs(), {
+      newId: () => crypto.randomUUID(),
     });
-    const d = decideHealing(b, lineage, view, card, Date.now(), { newId: () => crypto.randomUUID() });
     this.#lineage.delete(b.instanceId);
     log.warn("instance {instanceId} broke ({reason}): {action}", {
       instanceId: b.instanceId,
@@ -146,16 +235,10 @@ export class Healer implements Plane {
     if (d.deleteReason !== null) {
       await ctx.submit(makeEvent("InstanceDeleted", { instanceId: b.instanceId, reason: d.deleteReason }));
     }
-    if (d.action === "give-up") {
-      log.error("instance {instanceId} is not re-placed: {why}", { instanceId: b.instanceId, why: d.why });
-      // A timed-out node's instance left with no event to carry the verdict: the master's history says it.
-      if (d.deleteReason === null) {
-        await ctx.store.db.update(instances).set({ reason: `${b.reason}; healing ${d.why}` })
-          .where(eq(instances.id, b.instanceId));
-      }
-      return;
-    }
+    if (d.action === "unplaced") return await this.#unplaced(d.failure);
     this.#lineage.set(instanceBody(d.instance).instanceId, d.lineage);
-    await ctx.submit(makeEvent("InstanceCreated", { instance: d.instance, reason: d.createReason }));
+    await ctx.submit(
+      makeEvent("InstanceCreated", { instance: d.instance, reason: d.createReason, placement: d.placement }),
+    );
   }
 }

@@ -52,7 +52,14 @@ export const ModelCardSchema = z.object({
   gguf_file: RepoPathSchema.optional(),
   /** Local path of a registered GGUF (custom cards from `skulk models add --path`). */
   gguf_path: z.string().optional(),
-  mmproj_file: RepoPathSchema.optional(),
+  /**
+   * The projector: a file beside the model in its repo, or, for a registered local model, an absolute path like
+   * `gguf_path` (the worker accepts one only as this node's catalogue registered it: placement/shard-check.ts).
+   */
+  mmproj_file: z.union([
+    RepoPathSchema,
+    z.string().regex(/^\/[^\0]*$/, "must be a path inside the model's repo or an absolute local path"),
+  ]).optional(),
   capabilities: z.array(z.string()).default([]),
   context_length: z.number().int().nonnegative().default(0),
   uses_cfg: z.boolean().default(false),

@@ -23,13 +23,22 @@ export interface NodeContext {
   telemetry: TelemetryView;
   catalog: Catalog;
   startedAt: number;
-  /** The master's node id as this node knows it. */
-  masterNodeId(): string;
+  /**
+   * The master's node id as this node knows it: null while it knows none, and while it only claims the role
+   * without a majority of the voting nodes behind it (it then indexes nothing, so it must not act as master).
+   */
+  masterNodeId(): string | null;
   /**
    * Hands an event to the master to be indexed (locally when this node is the master, over HTTP
    * otherwise). Every plane emits events through here, never through `log.append` directly.
    */
   submit(event: Event): Promise<void>;
+  /**
+   * Settles once this node's state can be acted on: it caught up with the master's log, or it leads
+   * (alone, or after the election settled). Until then a restarted node's own log may be stale, so the
+   * worker starts nothing from it. Without a cluster plane it is settled from the start.
+   */
+  whenCaughtUp(): Promise<void>;
   /** This node's runners (absent on a node started with --no-worker). */
   worker?: {
     runner(runnerId: string): LocalRunner | undefined;

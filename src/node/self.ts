@@ -10,3 +10,14 @@ export function ownCommand(execPath: string, mainModule: string, args: string[])
     ? [execPath, "run", "-A", "--quiet", decodeURIComponent(new URL(mainModule).pathname), ...args]
     : [execPath, ...args];
 }
+
+/**
+ * The argv prefix that runs this program's CLI as a child (the sherpa-onnx host, the engine watchdog).
+ * From source the program is src/main.ts even when a test or bench (not the CLI) is the main module.
+ */
+export function selfProgram(): string[] {
+  const main = /\/src\/main\.ts$/.test(Deno.mainModule)
+    ? Deno.mainModule
+    : new URL("../main.ts", import.meta.url).href;
+  return ownCommand(Deno.execPath(), main, []);
+}

@@ -3,7 +3,12 @@
  * one, else the smallest llama.cpp RPC pool, and says in one sentence with numbers why when it cannot.
  */
 import { z } from "zod";
-import type { Instance, ShardMetadata } from "../cluster/instances.ts";
+import {
+  type Instance,
+  type PlacementRecord,
+  PlacementRecordSchema,
+  type ShardMetadata,
+} from "../cluster/instances.ts";
 import { cardToWire, type ModelCard, type ModelCardWire } from "../models/card.ts";
 import { computesOf, preferenceScore, resolveNodeBackend, servability } from "./capabilities.ts";
 import {
@@ -37,6 +42,22 @@ export type PlacementRequest = z.infer<typeof PlaceInstanceParamsSchema>;
 
 export function placementRequest(modelId: string, over: Partial<PlacementRequest> = {}): PlacementRequest {
   return PlaceInstanceParamsSchema.parse({ model_id: modelId, ...over });
+}
+
+/** True when a record asks for nothing beyond the planner's defaults (exclusions aside). */
+export const isDefaultRecord = (r: PlacementRecord) =>
+  r.sharding === "Pipeline" && r.instanceMeta === "MlxRing" && r.minNodes === 1;
+
+/** What a placement request leaves in the log: nothing for the defaults, so upstream's shape is kept. */
+export function recordFor(request: PlacementRequest, healAttempt = 0): PlacementRecord | undefined {
+  const r = PlacementRecordSchema.parse({
+    sharding: request.sharding,
+    instanceMeta: request.instance_meta,
+    minNodes: request.min_nodes,
+    excludedNodes: request.excluded_nodes,
+    healAttempt,
+  });
+  return isDefaultRecord(r) && r.excludedNodes.length === 0 && healAttempt === 0 ? undefined : r;
 }
 
 /** llama.cpp's RPC backend accepts at most this many servers (GGML_RPC_MAX_SERVERS in ggml-rpc.h). */

@@ -184,9 +184,13 @@ export class ChatStreamTranslator {
   fail(message: string, code = 503): string {
     if (this.#done) return "";
     this.#done = true;
-    return sseData({ error: { message, type: "ServiceUnavailable", param: null, code } }) +
-      "data: [DONE]\n\n";
+    return sseErrorEvent(message, code);
   }
+}
+
+/** Upstream's SSE error framing: one error event, then `[DONE]`. */
+export function sseErrorEvent(message: string, code = 503): string {
+  return sseData({ error: { message, type: "ServiceUnavailable", param: null, code } }) + "data: [DONE]\n\n";
 }
 
 /** Splits an SSE byte stream into `data:` payloads, across chunk boundaries. */

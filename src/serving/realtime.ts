@@ -93,6 +93,20 @@ let counter = 0;
 const id = (prefix: string) =>
   `${prefix}_${Date.now().toString(36)}${(counter++).toString(36).padStart(4, "0")}`;
 
+/** The realtime `error` event (OpenAI's shape), for a session here or one proxied to another node. */
+export function errorEvent(
+  code: string,
+  message: string,
+  clientEventId?: string,
+  type = "invalid_request_error",
+): Record<string, unknown> {
+  return {
+    type: "error",
+    event_id: id("event"),
+    error: { type, code, message, param: null, event_id: clientEventId ?? null },
+  };
+}
+
 export class RealtimeSession {
   readonly id = id("sess");
   #turn: (TurnDetection & { detector: Detector }) | null = null;
@@ -131,7 +145,7 @@ export class RealtimeSession {
   }
 
   error(code: string, message: string, clientEventId?: string, type = "invalid_request_error") {
-    this.#emit("error", { error: { type, code, message, param: null, event_id: clientEventId ?? null } });
+    if (!this.#closed) this.send(errorEvent(code, message, clientEventId, type));
   }
 
   #describe() {

@@ -16,6 +16,33 @@ export interface Store {
   close(): void;
 }
 
+/**
+ * One sentence for a failed database write: the path and the cause at the bottom of the error chain
+ * (drizzle wraps libsql's error in "Failed query: <sql>", which alone hides a full disk).
+ */
+export function describeStoreError(e: unknown, path: string): string {
+  let code: string | undefined;
+  let deepest = String(e);
+  for (let x: unknown = e, i = 0; x && typeof x === "object" && i < 8; i++) {
+    const err = x as { message?: unknown; code?: unknown; cause?: unknown };
+    if (typeof err.code === "string" && /^(SQLITE_|E[A-Z]+$)/.test(err.code)) code ??= err.code;
+    if (typeof err.message === "string" && err.message) deepest = err.message.split("\n")[0];
+    x = err.cause;
+  }
+  const full = code === "SQLITE_FULL" || code === "ENOSPC" ||
+    /SQLITE_FULL|ENOSPC|database or disk is full|no space left/i.test(deepest);
+  const cause = `${code && !deepest.includes(code) ? `${code}: ` : ""}${deepest}`;
+  return full ? `cannot write ${path}: the disk is full (${cause})` : `cannot write ${path}: ${cause}`;
+}
+
+/** A write to the state database failed; the message names the path and the cause. */
+export class StoreWriteError extends Error {
+  constructor(e: unknown, path: string) {
+    super(describeStoreError(e, path), { cause: e });
+    this.name = "StoreWriteError";
+  }
+}
+
 export function dbPath(dataDir: string): string {
   return `${dataDir}/skulk.db`;
 }

@@ -56,6 +56,14 @@ export async function recordHistory(db: Db, ie: IndexedEvent, before: ClusterSta
       }
       return;
     }
+    case "PlacementFailed": {
+      // The lost instance's row tells where healing stands: the next try, or why it gave up.
+      const { lostInstanceId, reason } =
+        (ie.event as { PlacementFailed: { lostInstanceId: string; reason: string } }).PlacementFailed;
+      await db.update(instances).set({ reason, deletedAt: sql`coalesce(${instances.deletedAt}, ${now})` })
+        .where(eq(instances.id, lostInstanceId));
+      return;
+    }
     case "RunnerStatusUpdated": {
       const { runnerId, runnerStatus } =
         (ie.event as { RunnerStatusUpdated: { runnerId: string; runnerStatus: Record<string, unknown> } })

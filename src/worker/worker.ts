@@ -19,6 +19,7 @@ import { sherpaProcess } from "../engines/sherpa/engine.ts";
 import { VadHost } from "../engines/sherpa/vad.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
+import { configureLifeline } from "../engines/lifeline.ts";
 import { reapOrphans, sqliteRegistry } from "../engines/registry.ts";
 import { logger } from "../log/mod.ts";
 import { modelPathRefusal, shardRefusal } from "../placement/shard-check.ts";
@@ -64,6 +65,8 @@ export class Worker implements Plane {
   readonly #ports = new PortAllocator();
   #ctx!: NodeContext;
   #stopped = false;
+  /** False until the cluster plane says this node's state is current: a stale log starts nothing. */
+  #caughtUp = false;
   #vad: VadHost | null = null;
 
   runner(runnerId: string): LocalRunner | undefined {
@@ -76,10 +79,14 @@ export class Worker implements Plane {
 
   async start(ctx: NodeContext): Promise<void> {
     this.#ctx = ctx;
+    configureLifeline(ctx.config.engineLifeline);
     const reaped = await reapOrphans(ctx.store.db);
     if (reaped > 0) log.warn("reaped {n} engine(s) left by a crashed daemon", { n: reaped });
     ctx.log.onApplied(() => this.reconcile());
-    this.reconcile();
+    void ctx.whenCaughtUp().then(() => {
+      this.#caughtUp = true;
+      this.reconcile();
+    });
   }
 
   async stop(): Promise<void> {
@@ -106,7 +113,7 @@ export class Worker implements Plane {
 
   /** Runs the plan against the current state. Synchronous: actions start work and return at once. */
   reconcile(): void {
-    if (this.#stopped) return;
+    if (this.#stopped || !this.#caughtUp) return;
     const local = this.runners().map((r) => ({
       runnerId: r.runnerId,
       instanceId: r.instanceId,
@@ -135,6 +142,10 @@ export class Worker implements Plane {
       abort: new AbortController(),
     };
     this.#runners.set(a.runnerId, runner);
+    log.info("starting runner {runnerId} of instance {instanceId}", {
+      runnerId: a.runnerId,
+      instanceId: a.instanceId,
+    });
     void this.#startRunner(runner, a.instance, a.shard);
   }
 

@@ -79,7 +79,7 @@ interface Node {
 export async function registerCard(
   nodes: Node[],
   card: { modelId: string },
-  o: { secret?: string } = {},
+  o: { secret?: string; apiKey?: string } = {},
 ): Promise<void> {
   const event = makeEvent("CustomModelCardAdded", { modelCard: card });
   await waitFor(`the master to take the card ${card.modelId}`, async () => {
@@ -92,7 +92,8 @@ export async function registerCard(
   });
   for (const n of nodes) {
     await waitFor(`${card.modelId} in the catalogue of ${n.url}`, async () => {
-      const r = await fetch(`${n.url}/models`);
+      const headers: HeadersInit = o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {};
+      const r = await fetch(`${n.url}/models`, { headers });
       return (await r.text()).includes(`"${card.modelId}"`);
     });
   }
@@ -133,28 +134,17 @@ export function runnerTag(s: WireState, runnerId: string): string | undefined {
 }
 
 /**
- * Places a tiny model (a ready single-node instance of `ggufPath` as `modelId`) on a node and waits, up to
- * `timeoutMs` (the machine may be busy), for its runner to be ready.
+ * Places a tiny model (a ready single-node instance of `ggufPath` as `modelId`, its card registered first) on a
+ * node and waits, up to `timeoutMs` (the machine may be busy), for its runner to be ready; its runner id.
  */
-export async function placeReady(
+export function placeReady(
   node: Node & { nodeId: string },
   modelId: string,
   ggufPath: string,
   ctx = 2048,
   timeoutMs = 180_000,
-): Promise<{ instanceId: string; runnerId: string }> {
-  const instance = singleNodeInstance(node.nodeId, localCardWire(modelId, ggufPath), ctx);
-  const res = await postInstance(node, instance);
-  if (res.status !== 200) throw new Error(`placing ${modelId}: ${res.status} ${await res.text()}`);
-  const body = instanceBody(instance);
-  const runnerId = Object.keys(body.shardAssignments.runnerToShard)[0];
-  await waitForState(
-    node.url,
-    (s) => runnerTag(s, runnerId) === "RunnerReady",
-    "the runner to be ready",
-    timeoutMs,
-  );
-  return { instanceId: body.instanceId, runnerId };
+): Promise<string> {
+  return placeOnNode(node, localCardWire(modelId, ggufPath), ctx, timeoutMs);
 }
 
 export function pidAlive(pid: number): boolean {
@@ -163,4 +153,24 @@ export function pidAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** Places `card` on one node as a single-node instance and waits until its runner is ready; its runner id. */
+export async function placeOnNode(
+  node: { url: string; nodeId: string },
+  card: { modelId: string },
+  contextTokenLimit?: number,
+  timeoutMs?: number,
+): Promise<string> {
+  const instance = singleNodeInstance(node.nodeId, card, contextTokenLimit);
+  const res = await postInstance(node, instance);
+  if (res.status !== 200) throw new Error(`POST /instance answered ${res.status}: ${await res.text()}`);
+  const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+  await waitForState(
+    node.url,
+    (s) => runnerTag(s, runnerId) === "RunnerReady",
+    `${card.modelId} to be ready`,
+    timeoutMs,
+  );
+  return runnerId;
 }

@@ -2,6 +2,7 @@
  * Test harness for real node processes: spawns `skulk run` from source on a free port with a temporary
  * data dir, waits until it serves, and stops (or kills) it. Every test cleans up through `stop()`.
  */
+import { isOurs } from "../../src/engines/lifeline.ts";
 import { queryReadOnly } from "../../src/store/readonly.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -56,13 +57,13 @@ export async function killEngines(dataDir: string): Promise<void> {
     return; // no database yet, or nothing recorded
   }
   for (const { pid, command } of rows) {
-    let running: string | undefined;
+    let running: string[];
     try {
-      running = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0")[0];
+      running = Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").filter(Boolean);
     } catch {
       continue;
     }
-    if (running !== (JSON.parse(command) as string[])[0]) continue;
+    if (!isOurs(JSON.parse(command) as string[], running)) continue;
     try {
       Deno.kill(pid, "SIGKILL");
     } catch { /* gone meanwhile */ }
@@ -118,7 +119,8 @@ export async function startDaemon(opts: DaemonOptions = {}): Promise<Daemon> {
   ];
   const child = new Deno.Command(opts.netns ? "ip" : DENO, {
     args: opts.netns ? ["netns", "exec", opts.netns, DENO, ...args] : args,
-    env: { SKULK_LOG_FORMAT: "json", SKULK_LOG_LEVEL: "debug", ...opts.env },
+    // Test mode serves the test-only routes (POST /cluster/test_events); a test can pass SKULK_TEST_MODE=0.
+    env: { SKULK_LOG_FORMAT: "json", SKULK_LOG_LEVEL: "debug", SKULK_TEST_MODE: "1", ...opts.env },
     cwd: opts.cwd,
     stdout: "piped",
     stderr: "piped",

@@ -52,6 +52,18 @@ export async function oneMaster(urls: string[], timeoutMs = 30_000): Promise<str
   }, timeoutMs);
 }
 
+/**
+ * Waits until every node lists all of `urls`' nodes as voters: only then does the cluster tolerate losing
+ * a minority of them (a node becomes a voter once it follows the master and has caught up).
+ */
+export async function allVoters(urls: string[], timeoutMs = 30_000): Promise<string[]> {
+  return await waitFor(`all ${urls.length} nodes voting`, async () => {
+    const views = await Promise.all(urls.map(view));
+    const ids = views.map((v) => v.nodeId).sort();
+    return views.every((v) => JSON.stringify([...v.voters].sort()) === JSON.stringify(ids)) ? ids : null;
+  }, timeoutMs);
+}
+
 /** Waits until every node has applied the same last index; returns it. */
 export async function sameLog(urls: string[], timeoutMs = 30_000): Promise<number> {
   return await waitFor("every node at the same log index", async () => {

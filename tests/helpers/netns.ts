@@ -25,6 +25,13 @@ export interface Segment {
   node(i: number): { netns: string; address: string };
   linkDown(i: number): void;
   linkUp(i: number): void;
+  /**
+   * Cuts node i off from the other nodes (both ways, packets dropped by blackhole routes) while the test's
+   * own door onto the segment still reaches every node, so a client can keep talking to both sides.
+   */
+  isolate(i: number): void;
+  /** Undoes `isolate(i)`. */
+  rejoin(i: number): void;
   remove(): void;
 }
 
@@ -72,6 +79,20 @@ export function makeSegment(nodes: number): Segment {
     node: (i) => ({ netns: ns(i), address: `${net}.${i + 1}` }),
     linkDown: (i) => ip("-n", hub, "link", "set", port(i), "down"),
     linkUp: (i) => ip("-n", hub, "link", "set", port(i), "up"),
+    isolate: (i) => {
+      for (let j = 0; j < nodes; j++) {
+        if (j === i) continue;
+        ip("-n", ns(i), "route", "add", "blackhole", `${net}.${j + 1}/32`);
+        ip("-n", ns(j), "route", "add", "blackhole", `${net}.${i + 1}/32`);
+      }
+    },
+    rejoin: (i) => {
+      for (let j = 0; j < nodes; j++) {
+        if (j === i) continue;
+        ip("-n", ns(i), "route", "del", "blackhole", `${net}.${j + 1}/32`);
+        ip("-n", ns(j), "route", "del", "blackhole", `${net}.${i + 1}/32`);
+      }
+    },
     remove,
   };
 }

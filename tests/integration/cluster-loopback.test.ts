@@ -5,7 +5,16 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { liveOwner } from "../../src/node/lock.ts";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
-import { eventIds, json, oneMaster, sameLog, signedPost, view, waitFor } from "../helpers/multinode.ts";
+import {
+  allVoters,
+  eventIds,
+  json,
+  oneMaster,
+  sameLog,
+  signedPost,
+  view,
+  waitFor,
+} from "../helpers/multinode.ts";
 
 const running: Daemon[] = [];
 afterEach(async () => {
@@ -54,19 +63,27 @@ describe("cluster over loopback", () => {
     }
   });
 
-  it("elects a new master when the master is killed, keeps the log, and takes the old master back as a follower", async () => {
+  it("elects a new master when the master is killed, keeps the log, and takes the old master back as a follower", async ({ onTestFailed }) => {
     const a = await node();
     const b = await node(peerOf(a));
     const c = await node(peerOf(a));
     const all = [a, b, c];
+    // Requests caught in the failover fail fast with a retryable 503, then succeed once a master is elected.
+    const statuses: string[] = [];
+    onTestFailed(() => {
+      for (const d of all) {
+        const lines = d.log().split("\n").filter((l) => /skulk\.cluster|master|majority/.test(l));
+        console.error(`--- ${d.nodeId}\n${lines.slice(-40).join("\n")}`);
+      }
+      console.error(statuses.slice(0, 5).join("\n"), statuses.slice(-5).join("\n"));
+    });
     const first = await oneMaster(all.map((d) => d.url));
+    await allVoters(all.map((d) => d.url));
     await submit(all.find((d) => d.nodeId !== first)!, 3);
     const before = await sameLog(all.map((d) => d.url));
     const old = all.find((d) => d.nodeId === first)!;
     await old.kill();
     const survivors = all.filter((d) => d !== old);
-    // Requests caught in the failover fail fast with a retryable 503, then succeed once a master is elected.
-    const statuses: string[] = [];
     await waitFor(
       "a submission accepted after the failover",
       async () => {
@@ -87,7 +104,13 @@ describe("cluster over loopback", () => {
     expect(second).not.toBe(first);
     const { submitted } = await submit(survivors[1], 2);
     const after = await sameLog(survivors.map((d) => d.url));
-    expect(after).toBe(before + 3);
+    // One probe, two submissions, and the new master's MasterElected (indexed first in its session).
+    expect(after).toBe(before + 4);
+    // Acknowledged with 2 of the 3 voters holding it: the dead master is still a voter.
+    const mv = await view(survivors.find((d) => d.nodeId === second)!.url);
+    expect(mv.voters).toHaveLength(3);
+    expect(mv.voters).toContain(old.nodeId);
+    expect(mv.commitIdx).toBeGreaterThanOrEqual(after);
 
     const back = await node(["--api-port", String(old.port), ...peerOf(survivors[0])], {}, old.dataDir);
     expect(back.nodeId).toBe(old.nodeId);
@@ -97,6 +120,49 @@ describe("cluster over loopback", () => {
     await sameLog(urls);
     const ids = await eventIds(back.url);
     for (const id of submitted) expect(ids).toContain(id);
+  });
+
+  it("with two voters, the survivor of a kill -9 acknowledges nothing, unless it is a forced master", async () => {
+    const probe = async (d: Daemon) => {
+      const res = await fetch(`${d.url}/cluster/test_events`, { method: "POST" });
+      const body = await res.json();
+      return { status: res.status, retryAfter: res.headers.get("retry-after"), body };
+    };
+    // Plain pair: no majority is left, so the survivor answers retryable 503s naming the missing majority.
+    const a = await node();
+    const b = await node(peerOf(a));
+    await oneMaster([a.url, b.url]);
+    await allVoters([a.url, b.url]);
+    expect((await probe(b)).status).toBe(200);
+    await b.kill();
+    const refused = await waitFor("the survivor refusing writes", async () => {
+      const r = await probe(a);
+      return r.status === 503 && r.body.error.code === "no_quorum" ? r : null;
+    }, 20_000);
+    expect(refused.retryAfter).toBe("1");
+    expect(refused.body.error.message).toMatch(
+      /no majority of the voting nodes .*\(1 of 2 heard, 2 needed\)/,
+    );
+    // Within twice the election timeout it stops acting as master; then it refuses at once.
+    await waitFor(
+      "the survivor no longer acting as master",
+      async () => (await view(a.url)).role === "candidate",
+      10_000,
+    );
+    const t0 = Date.now();
+    expect((await probe(a)).body.error.code).toBe("no_quorum");
+    expect(Date.now() - t0).toBeLessThan(2500); // refused at once, not after the 3 s commit timeout
+
+    // A forced master keeps acknowledging on its own: the trade --force-master makes explicitly.
+    const f = await node(["--force-master"]);
+    const g = await node(peerOf(f));
+    expect(await oneMaster([f.url, g.url])).toBe(f.nodeId);
+    await allVoters([f.url, g.url]);
+    await g.kill();
+    await new Promise((r) => setTimeout(r, 4000)); // past the time a plain master steps down
+    const alone = await probe(f);
+    expect(alone.status).toBe(200);
+    expect((await view(f.url)).role).toBe("master");
   });
 
   it("refuses a peer with the wrong key, namespace or version, and both sides say why", async () => {

@@ -6,7 +6,7 @@ import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Catalog } from "../../src/models/catalog.ts";
 import { cardToWire, normalizeModelId } from "../../src/models/card.ts";
-import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
+import { chromiumInstalled, launchBrowser, type TestBrowser, waitInPage } from "../helpers/browser.ts";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { tinyModel } from "../helpers/models.ts";
 import { singleNodeInstance } from "../helpers/cluster.ts";
@@ -69,12 +69,10 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       // Live: the "Updated …" line changes without a reload.
       const updated = page.locator(".view-head p");
       const first = await updated.textContent();
-      await page.waitForFunction(
+      await waitInPage(
+        page,
         `document.querySelector(".view-head p")?.textContent !== ${JSON.stringify(first)}`,
-        null,
-        {
-          timeout: 10_000,
-        },
+        10_000,
       );
       await expect(page.evaluate(() => performance.getEntriesByType("navigation").length)).resolves.toBe(1);
     } finally {
@@ -151,7 +149,8 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       await card.getByRole("button", { name: /Preview placement/ }).click();
       const panel = page.getByRole("region", { name: /Placement for/ });
       await panel.waitFor();
-      await page.waitForFunction(
+      await waitInPage(
+        page,
         `!document.querySelector(".preview-panel")?.textContent?.includes("Asking the cluster")`,
       );
       const direct = await fetch(`${node.url}/instance/previews?model_id=${encodeURIComponent(MODEL)}`);
@@ -230,12 +229,12 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
         await answer.waitFor();
         const early = (await answer.textContent())!.length;
         // Streamed: the answer grows while the Stop button is still up.
-        await page.waitForFunction(
+        await waitInPage(
+          page,
           `(document.querySelector('[data-role="assistant"] .msg-text')?.textContent?.length ?? 0) > ${
             early + 5
           }`,
-          null,
-          { timeout: 60_000 },
+          60_000,
         );
         await expect(stop.isVisible()).resolves.toBe(true);
         await shot(page, "chat");

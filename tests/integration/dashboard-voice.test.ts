@@ -5,7 +5,7 @@
 import type { Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encodeWav, parseWav } from "../../src/audio/pcm.ts";
-import { chromiumInstalled, launchBrowser, type TestBrowser } from "../helpers/browser.ts";
+import { chromiumInstalled, launchBrowser, type TestBrowser, waitInPage } from "../helpers/browser.ts";
 import {
   localCardWire,
   postInstance,
@@ -164,18 +164,17 @@ describe.skipIf(!chromiumInstalled())("the chat's voice loop in headless Chromiu
         // The answer streams, then is spoken with the picked speech model.
         const answer = page.locator('[data-role="assistant"] .msg-text').last();
         await answer.waitFor({ timeout: 60_000 });
-        await page.waitForFunction(
+        await waitInPage(
+          page,
           `[...document.querySelectorAll("button")].some((b) => b.textContent.includes("Speak this answer"))`,
-          null,
-          { timeout: 120_000 },
+          120_000,
         );
-        const spoken = await page.waitForFunction(
+        const seconds = await waitInPage<number>(
+          page,
           `document.querySelector("audio.voice-player")?.src.startsWith("blob:") &&
           document.querySelector("audio.voice-player").duration`,
-          null,
-          { timeout: 60_000 },
+          60_000,
         );
-        const seconds = await spoken.jsonValue() as number;
         expect(seconds).toBeGreaterThan(0);
         const speech = audio.filter((a) => a.req.url().endsWith("/v1/audio/speech"));
         expect(speech.length).toBe(1);
@@ -228,10 +227,10 @@ describe.skipIf(!chromiumInstalled())("the chat's voice loop in headless Chromiu
       await page.getByRole("button", { name: "Record a voice message" }).click();
       await page.getByRole("status").filter({ hasText: "Listening" }).waitFor();
       // No press: the end of speech sends the recording on its own.
-      await page.waitForFunction(
+      await waitInPage(
+        page,
         `!document.querySelector('button[aria-label="Stop recording and send"]')`,
-        undefined,
-        { timeout: 30_000 },
+        30_000,
       );
       const user = page.locator('[data-role="user"] .msg-text').last();
       await user.waitFor({ timeout: 60_000 });

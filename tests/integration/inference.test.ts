@@ -286,7 +286,8 @@ describe("a crashed daemon", () => {
   it("has its orphaned engine reaped on restart, and the placement serves again", async () => {
     const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") };
     const dataDir = tempDir();
-    const first = await startDaemon({ dataDir, env });
+    // Launched bare, as a daemon whose lifeline failed (or one from before lifelines) would leave it.
+    const first = await startDaemon({ dataDir, env: { ...env, SKULK_ENGINE_LIFELINE: "off" } });
     const { runnerId } = await place(first);
     const [orphan] = await enginePids(dataDir);
     await first.kill({ orphanEngines: true });

@@ -193,12 +193,86 @@ describe("pooled GGUF over loopback", () => {
     expect(mine.role).toBe("driver");
     const log = [...mine.engine!.logHead, ...mine.engine!.logTail].join("\n");
     for (const ep of Object.values(pool.donorEndpoints)) expect(log).toMatch(modelBufferOn(ep));
-    // Deleting the instance stops every engine of the pool on every node.
     const pids = (await Promise.all(running.map(runnersOf))).flat().map((r) => r.engine!.pid!);
     expect(pids.length).toBe(3);
+    // A donor node killed with kill -9 takes its ggml-rpc-server along (engines die with their node).
+    const donor = running.find((d) => d.nodeId !== pool.driverNode && d !== a)!;
+    const [lent] = await runnersOf(donor);
+    expect(lent.role).toBe("donor");
+    expect(lent.engine!.kind).toBe("ggml-rpc-server");
+    await donor.kill({ orphanEngines: true });
+    await waitFor(
+      "the donor's ggml-rpc-server to die with its node",
+      () => !pidAlive(lent.engine!.pid!),
+      10_000,
+      20,
+    );
+    // Deleting the instance stops every engine of the pool on every node.
     await (await fetch(`${a.url}/instance/${id}`, { method: "DELETE" })).body?.cancel();
     await waitFor("every engine of the pool gone", () => pids.every((p) => !pidAlive(p)), 20_000);
   }, 240_000);
+});
+
+describe("healing a pool over loopback", () => {
+  it(
+    "places a pool whose node is killed on the survivor, saying min_nodes 2 could not be kept",
+    async ({ onTestFailed }) => {
+      onTestFailed(dumpLogs);
+      // No memory limit here: the survivor can hold the model alone once the pool cannot be kept.
+      const env = { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_NODE_TIMEOUT: "10" };
+      const a = await startDaemon({
+        args: ["--no-mdns", "--force-master", "--no-worker"],
+        env,
+        timeoutMs: 40_000,
+      });
+      running.push(a);
+      const workers: Daemon[] = [];
+      for (let i = 0; i < 2; i++) {
+        workers.push(
+          await startDaemon({ args: ["--no-mdns", "--peer", `127.0.0.1:${a.port}`], env, timeoutMs: 40_000 }),
+        );
+      }
+      running.push(...workers);
+      await oneMaster(running.map((d) => d.url), 45_000);
+      await addModel(a, await tinyModel({ layers: 8 }));
+      const id = await placePool(a, 2);
+      let s = await waitForState(a.url, (s) => readyInstance(s) !== null, "the pool to serve", 120_000);
+      expect(readyInstance(s)!.instanceId).toBe(id);
+      expect(readyInstance(s)!.nodes.length).toBe(2);
+      const victim = workers.find((d) => d.nodeId === readyInstance(s)!.driverNode)!;
+      const survivor = workers.find((d) => d !== victim)!;
+
+      const killedAt = Date.now();
+      await victim.kill();
+      running.splice(running.indexOf(victim), 1);
+      cleanups.push(() => Deno.removeSync(victim.dataDir, { recursive: true }));
+      s = await waitForState(
+        a.url,
+        (s) => readyInstance(s) !== null && readyInstance(s)!.instanceId !== id,
+        "the model placed again after the driver node's death",
+        40_000,
+      );
+      const healed = readyInstance(s)!;
+      expect(healed.nodes).toEqual([survivor.nodeId]);
+      await waitFor(
+        "the chat answering",
+        async () => (await chat(a)).status === 200,
+        killedAt + 40_000 - Date.now(),
+      );
+      console.log(
+        `kill -9 of a pool's driver to the model answering on one node: ${
+          ((Date.now() - killedAt) / 1000).toFixed(1)
+        } s`,
+      );
+      const row = (await historyRows(a)).find((r) => r.id === healed.instanceId)!;
+      expect(row.shape).toBe("MlxRing/Pipeline");
+      expect(row.reason).toContain(`heals ${id} after node ${victim.nodeId} timed out: placed on one node`);
+      expect(row.reason).toMatch(
+        /; min_nodes 2 not honoured \(as placed \(LlamaRpc, min_nodes 2\): .*no pool is possible: 1 node\(s\) can join an RPC pool/,
+      );
+    },
+    240_000,
+  );
 });
 
 describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
@@ -365,8 +439,10 @@ describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
         `after node ${dead.nodeId} timed out`,
       );
 
-      // A donor's link fails: it is timed out, its engine stops, and with one node of the right
-      // protocol left no pool is possible, so healing stops and the master's history says why.
+      // A donor's link fails: it is timed out, and with one node of the right protocol left no pool is
+      // possible, so healing retries with backoff and the history says why. The cut-off node cannot change
+      // the replicated state (no majority), so its engine stops once the link returns and it follows the
+      // majority's log, where the pool is gone.
       const cutNode = nodes.find((d) => d.nodeId === Object.keys(third.donorEndpoints)[0])!;
       const [cutDonor] = await runnersOf(cutNode);
       const rest = alive.filter((d) => d !== cutNode);
@@ -375,19 +451,23 @@ describe.skipIf(!available)("pooled GGUF in network namespaces", () => {
         const st = await json<WireState>(`${outsider.url}/state`);
         return !Object.keys(st.instances).includes(third.instanceId);
       }, 30_000);
-      await waitFor("the cut donor's engine stopped", () => !pidAlive(cutDonor.engine!.pid!), 30_000);
       const master = await oneMaster(rest.map((d) => d.url), 45_000);
       const masterNode = rest.find((d) => d.nodeId === master)!;
       const verdict = await waitFor("the give-up in the master's history", async () => {
         const row = (await historyRows(masterNode)).find((x) => x.id === third.instanceId);
-        return row?.reason?.includes("healing no re-placement") ? row.reason : null;
+        return row?.reason?.includes("healing found no place") ? row.reason : null;
       }, 30_000);
       expect(verdict).toContain(`node ${cutNode.nodeId} timed out`);
-      expect(verdict).toMatch(/a pool: .*no pool is possible/);
+      expect(verdict).toMatch(/as placed \(LlamaRpc, min_nodes 3\): .*; anywhere: .*no pool is possible/);
       r = await chat(outsider);
       expect(r.status).toBe(404);
       expect(r.text).toContain(MODEL);
       segment.linkUp(nodes.indexOf(cutNode));
+      await waitFor(
+        "the cut donor's engine stopped after the link returned",
+        () => !pidAlive(cutDonor.engine!.pid!),
+        30_000,
+      );
     },
     420_000,
   );

@@ -15,7 +15,7 @@ import { PortAllocator } from "../../src/engines/ports.ts";
 import { whisperServerProcess } from "../../src/engines/whisper-server.ts";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { pidAlive, postInstance, runnerTag, singleNodeInstance, waitForState } from "../helpers/cluster.ts";
+import { pidAlive, placeOnNode, runnerTag, waitForState } from "../helpers/cluster.ts";
 import {
   audioLlmCardWire,
   encodeWith,
@@ -38,18 +38,7 @@ import {
 const TTS = "skulk-test/espeak";
 const STT = "skulk-test/tiny-whisper";
 
-async function place(node: Daemon, card: { modelId: string }) {
-  const instance = singleNodeInstance(node.nodeId, card);
-  const res = await postInstance(node, instance);
-  expect(res.status).toBe(200);
-  const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-  await waitForState(
-    node.url,
-    (s) => runnerTag(s, runnerId) === "RunnerReady",
-    `${card.modelId} to be ready`,
-  );
-  return runnerId;
-}
+const place = (node: Daemon, card: { modelId: string }) => placeOnNode(node, card);
 
 function upload(
   model: string,

@@ -201,6 +201,7 @@ describe("ids from request paths", () => {
         /gguf_file: has a '\.' or '\.\.' part/,
       ],
       [{ model_id: "org/fresh", gguf_path: "/etc/passwd" }, /names a local file/],
+      [{ model_id: "org/fresh", mmproj_file: "/etc/passwd" }, /mmprojFile names a local file/],
     ];
     for (const [over, why] of cases) {
       const res = await fetch(`${plain.url}/download/start`, {

@@ -75,7 +75,12 @@ describe("model ids", () => {
     const card = { ...loadBundledCards().cards[0] };
     expect(ModelCardSchema.safeParse({ ...card, model_id: "../x" }).success).toBe(false);
     expect(ModelCardSchema.safeParse({ ...card, gguf_file: "../../x.gguf" }).success).toBe(false);
-    expect(ModelCardSchema.safeParse({ ...card, mmproj_file: "/etc/shadow" }).success).toBe(false);
+    expect(ModelCardSchema.safeParse({ ...card, mmproj_file: "../../x.gguf" }).success).toBe(false);
+    expect(ModelCardSchema.safeParse({ ...card, mmproj_file: "/a\0b" }).success).toBe(false);
+    // An absolute projector is a registered local model's, like gguf_path: the schema lets it through, and a
+    // request cannot name one (POST /download/start refuses it, containment.test.ts) nor a forged event make an
+    // engine open one this node did not register (modelPathRefusal, engines-units.test.ts).
+    expect(ModelCardSchema.safeParse({ ...card, mmproj_file: "/models/mmproj.gguf" }).success).toBe(true);
     expect(ModelCardSchema.safeParse(card).success).toBe(true);
   });
 

@@ -14,6 +14,8 @@ const st = (nodeId: string, o: Partial<NodeStatus> = {}): NodeStatus => ({
   startedAt: 1000,
   forceMaster: false,
   lastIdx: 0,
+  lastTerm: 0,
+  lastEventId: null,
   apiAddress: `${nodeId}:1`,
   session: null,
   ...o,
@@ -30,6 +32,8 @@ describe("election", () => {
     others: NodeStatus[];
     masterlessMs?: number;
     maxClock?: number;
+    /** The voting set in the node's state; every node of the case when absent. */
+    voters?: string[];
     want: string;
   }[] = [
     { name: "a lone node leads", self: lead("a"), others: [], want: "lead a/0" },
@@ -61,7 +65,7 @@ describe("election", () => {
     {
       name: "a restarted old master follows the current one",
       self: lead("a", 0, { startedAt: 5000, lastIdx: 9 }),
-      others: [lead("b", 1), follow("c", "b", 1)],
+      others: [lead("b", 1, { lastTerm: 1 }), follow("c", "b", 1)],
       want: "follow b/1",
     },
     {
@@ -86,12 +90,66 @@ describe("election", () => {
       masterlessMs: 5000,
       want: "lead c/3",
     },
+    {
+      name: "a cut-off old master with a longer tail from an older session follows the majority's new master",
+      self: lead("m", 2, { lastTerm: 2, lastIdx: 50 }),
+      others: [lead("b", 3, { lastTerm: 3, lastIdx: 20 }), follow("c", "b", 3, { lastTerm: 3, lastIdx: 20 })],
+      want: "follow b/3",
+    },
+    {
+      name: "a voter never follows a claim whose log is behind its own, however many follow it",
+      self: follow("c", "m", 2, { lastTerm: 2, lastIdx: 10 }),
+      others: [lead("b", 3, { lastTerm: 2, lastIdx: 9 }), follow("d", "b", 3), follow("e", "b", 3)],
+      maxClock: 3,
+      want: "lead c/4",
+    },
+    {
+      name: "nor does the majority's master follow a stale claim that outranks it on the old rules",
+      self: lead("b", 3, { lastTerm: 3, lastIdx: 20, startedAt: 5000 }),
+      others: [
+        lead("m", 9, { lastTerm: 2, lastIdx: 50, startedAt: 1 }),
+        follow("c", "b", 3, { lastTerm: 3, lastIdx: 20 }),
+      ],
+      want: "lead b/3",
+    },
+    {
+      name: "a follower keeps its master although the master's gossiped log lags the pushes it applied",
+      self: follow("c", "b", 3, { lastTerm: 3, lastIdx: 12 }),
+      others: [lead("b", 3, { lastTerm: 3, lastIdx: 10 }), follow("d", "b", 3)],
+      maxClock: 3,
+      want: "follow b/3",
+    },
+    {
+      name: "a forced master is followed even when its log is behind (force-master trades that safety)",
+      self: follow("c", "b", 3, { lastTerm: 3, lastIdx: 20 }),
+      others: [
+        lead("b", 3, { lastTerm: 3, lastIdx: 20 }),
+        lead("f", 1, { forceMaster: true, lastTerm: 1, lastIdx: 4 }),
+      ],
+      want: "follow f/1",
+    },
+    {
+      name: "a claim from outside the voting set (two clusters forming one) is judged by the claim order",
+      self: lead("b", 0, { lastIdx: 1, startedAt: 2000 }),
+      others: [lead("a", 0, { lastIdx: 5 })],
+      voters: ["b"],
+      want: "follow a/0",
+    },
+    {
+      name: "only voters are candidates for a new session",
+      self: follow("b", "dead", 2, { lastIdx: 5 }),
+      others: [st("x", { lastIdx: 99, lastTerm: 9 })],
+      voters: ["b", "dead", "c"],
+      maxClock: 2,
+      want: "lead b/3",
+    },
   ];
   for (const c of cases) {
     it(c.name, () => {
       const d = decide({
         self: c.self,
         fresh: [c.self, ...c.others],
+        voters: c.voters ?? [c.self, ...c.others].map((s) => s.nodeId),
         maxClock: c.maxClock ?? 0,
         masterlessMs: c.masterlessMs ?? 0,
         patienceMs: 3000,

@@ -4,7 +4,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { makeEvent } from "../../src/cluster/events.ts";
-import { type Instance, instanceBody } from "../../src/cluster/instances.ts";
+import {
+  type Instance,
+  instanceBody,
+  type PlacementRecord,
+  PlacementRecordSchema,
+} from "../../src/cluster/instances.ts";
 import { applyEvent, type ClusterState, emptyState } from "../../src/cluster/state.ts";
 import { resolveConfig } from "../../src/config/load.ts";
 import { listensIn, rpcServerArgs, tcpAccepts } from "../../src/engines/rpc-server.ts";
@@ -14,6 +19,7 @@ import {
   HEALED_AFTER_MS,
   lineageOfCreated,
   MAX_HEAL_ATTEMPTS,
+  recordOf,
   withoutInstance,
 } from "../../src/healing/decide.ts";
 import type { ModelCard } from "../../src/models/card.ts";
@@ -333,7 +339,7 @@ describe("healing policy", () => {
       .toEqual([]);
   });
 
-  it("leaves a single-node instance's failure alone unless healing placed it", () => {
+  it("leaves a single-node engine's failure alone unless healing placed it, but heals its node's timeout", () => {
     const one = plan(view([big("z")]), card, placementRequest(card.model_id), counterIds("s")) as {
       ok: true;
       placement: { instance: Instance };
@@ -345,59 +351,80 @@ describe("healing policy", () => {
     });
     expect(breakagesOf(ev, s, applyEvent(s, ev), new Set())).toEqual([]);
     expect(breakagesOf(ev, s, applyEvent(s, ev), new Set(["s-0"])).length).toBe(1);
+    const gone = makeEvent("NodeTimedOut", { nodeId: "z" });
+    expect(breakagesOf(gone, s, applyEvent(s, gone), new Set())).toMatchObject([
+      { instanceId: "s-0", deadNode: "z", alreadyDeleted: true, reason: "node z timed out" },
+    ]);
   });
 
+  const BASE = 5000;
+  const asPool = { instanceMeta: "LlamaRpc" as const, minNodes: 3 };
   const breakage = () => breakagesOf(failed(donor), ready, applyEvent(ready, failed(donor)), new Set())[0];
   const healView = (nodes: NodeSpec[]) => view(nodes, withoutInstance(applyEvent(ready, failed(donor)), id));
 
   const table: {
     name: string;
     nodes: NodeSpec[];
+    record?: Partial<PlacementRecord>;
     lineage?: { attempts: number; readySince: number | null };
-    expect: RegExp | { kind: string; width: number };
+    expect: RegExp | { kind: string; width: number; short?: RegExp };
   }[] = [
     {
-      name: "one node when one now fits",
+      name: "a plain placement: one node when one now fits",
       nodes: [...specs.filter((s) => s.id !== "d"), big("d")],
       expect: { kind: "MlxRingInstance", width: 1 },
     },
     {
-      name: "a pool as wide as before, without the dead node",
+      name: "a plain placement: the smallest pool without the dead node",
       nodes: specs,
-      expect: { kind: "LlamaRpcInstance", width: 3 },
-    },
-    {
-      name: "a narrower pool when only that remains",
-      nodes: specs.filter((s) => nodesOf(inst).includes(s.id)),
       expect: { kind: "LlamaRpcInstance", width: 2 },
     },
     {
-      name: "gives up when nothing fits without the dead node",
+      name: "min_nodes 3 honoured when three nodes remain, even though one node would now do",
+      nodes: [...specs.filter((s) => s.id !== "d"), big("d")],
+      record: asPool,
+      expect: { kind: "LlamaRpcInstance", width: 3 },
+    },
+    {
+      name: "min_nodes 3 not honoured when only two remain, and the reason says so",
+      nodes: specs.filter((s) => nodesOf(inst).includes(s.id)),
+      record: asPool,
+      expect: {
+        kind: "LlamaRpcInstance",
+        width: 2,
+        short: /min_nodes 3 not honoured \(as placed .*fewer than the 3 asked for/,
+      },
+    },
+    {
+      name: "no place without the dead node: recorded, next try after the base delay",
       nodes: [small(driver), small(donor)],
-      expect: /no re-placement without .*one node: .*a pool: /,
+      expect: /healing found no place, attempt 1\/5, next try at 2023-11-14T22:13:25.000Z: anywhere: /,
     },
     {
       name: "gives up after the bound",
       nodes: specs,
       lineage: { attempts: MAX_HEAL_ATTEMPTS, readySince: null },
-      expect: /gave up after 3 re-placement/,
+      expect: /healing gave up after 1 attempt\(s\), until a node joins: 3 re-placement\(s\) did not hold/,
     },
     {
       name: "counts afresh once the last placement served a while",
       nodes: specs,
       lineage: { attempts: MAX_HEAL_ATTEMPTS, readySince: NOW - HEALED_AFTER_MS },
-      expect: { kind: "LlamaRpcInstance", width: 3 },
+      expect: { kind: "LlamaRpcInstance", width: 2 },
     },
   ];
   for (const c of table) {
     it(`heals: ${c.name}`, () => {
       const b = breakage();
-      const d = decideHealing(b, c.lineage, healView(c.nodes), card, NOW, counterIds("h"));
+      const record = PlacementRecordSchema.parse(c.record ?? {});
+      const d = decideHealing(b, c.lineage, record, healView(c.nodes), card, NOW, BASE, counterIds("h"));
+      expect(d.deleteReason).toContain(`healing: donor on node ${donor} failed`);
       if (c.expect instanceof RegExp) {
-        expect(d.action).toBe("give-up");
-        if (d.action === "give-up") {
-          expect(d.why).toMatch(c.expect);
-          expect(d.deleteReason).toContain(`healing: donor on node ${donor} failed`);
+        expect(d.action).toBe("unplaced");
+        if (d.action === "unplaced") {
+          expect(d.failure.reason).toMatch(c.expect);
+          expect(d.failure.reason.startsWith(`donor on node ${donor} failed`)).toBe(true);
+          expect(d.failure.lostInstanceId).toBe(id);
         }
         return;
       }
@@ -410,9 +437,13 @@ describe("healing policy", () => {
         new RegExp(`; replaced by h-0 on .* without ${donor}, attempt \\d/${MAX_HEAL_ATTEMPTS}`),
       );
       expect(d.createReason).toContain(`heals ${id} after donor on node ${donor} failed`);
+      if (c.expect.short) expect(d.createReason).toMatch(c.expect.short);
+      else expect(d.createReason).not.toContain("not honoured");
+      // The new instance keeps the original constraints, so the next healing asks for them again.
+      expect(d.placement).toMatchObject({ ...record, healAttempt: d.lineage.attempts });
       expect(d.lineage.readySince).toBeNull();
       // Every node reads the same lineage back from the event, so a new master keeps the count.
-      const created = makeEvent("InstanceCreated", { instance: d.instance, reason: d.createReason });
+      const created = makeEvent("InstanceCreated", { instance: d.instance, placement: d.placement });
       expect(lineageOfCreated(created)).toEqual({ instanceId: "h-0", lineage: d.lineage });
       expect(lineageOfCreated(makeEvent("InstanceCreated", { instance: d.instance }))).toBeNull();
     });
@@ -422,7 +453,16 @@ describe("healing policy", () => {
     const timeout = makeEvent("NodeTimedOut", { nodeId: driver });
     const after = applyEvent(ready, timeout);
     const [b] = breakagesOf(timeout, ready, after, new Set());
-    const d = decideHealing(b, undefined, view(specs, after), card, NOW, counterIds("h"));
+    const d = decideHealing(
+      b,
+      undefined,
+      recordOf(ready, id),
+      view(specs, after),
+      card,
+      NOW,
+      BASE,
+      counterIds("h"),
+    );
     expect(d.action === "replace" && d.deleteReason).toBe(null);
     expect(d.action === "replace" && nodesOf(d.instance)).not.toContain(driver);
   });

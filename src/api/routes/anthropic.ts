@@ -89,7 +89,11 @@ export const anthropicRoutes = new Hono<ApiEnv>()
   })
   .onError((err, c) => {
     const known = toApiError(err);
-    if (known) return anthropicResponse(c, known.status, known.message);
+    if (known) {
+      // A full stream cap or a lost quorum says when to retry; Anthropic's SDKs honour the header.
+      if (known.opts.retryAfter !== undefined) c.header("Retry-After", String(known.opts.retryAfter));
+      return anthropicResponse(c, known.status, known.message);
+    }
     log.error("unhandled error on {path} (request {requestId}): {error}", {
       path: c.req.path,
       requestId: c.var.requestId,

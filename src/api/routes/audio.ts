@@ -25,10 +25,13 @@ import { routeSpeech, type SpeechRoute, transcribeLocal } from "../../serving/sp
 import { pickVoice, synthesize, voicesOf } from "../../serving/synthesis.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, readJson } from "../errors.ts";
+import { holding, slotsOf } from "../slots.ts";
 import { describe } from "../openapi.ts";
 
 /** Upload limit of /v1/audio/transcriptions and /translations (OpenAI's). */
 export const MAX_UPLOAD_BYTES = 25 * 1024 * 1024;
+/** The multipart upload routes: they keep MAX_UPLOAD_BYTES instead of the node's JSON body limit. */
+export const UPLOAD_PATHS: readonly string[] = ["/v1/audio/transcriptions", "/v1/audio/translations"];
 export const MAX_SPEECH_INPUT = 4096;
 const SPEECH_FORMATS = ["wav", "pcm", "mp3", "flac", "opus", "aac"] as const;
 /** What engine PCM can be encoded to in-process. */
@@ -110,24 +113,34 @@ audioRoutes.post("/v1/audio/speech", async (c) => {
     );
   }
   const voice = pickVoice(await voicesOf(route), req.voice, req.model);
-  const { pcm, sampleRate } = await synthesize(runner, {
-    text: req.input,
-    voice,
-    speed: req.speed ?? 1,
-    signal: c.req.raw.signal,
-  });
-  const headers = { ...pcmHeaders(sampleRate), "X-Audio-Voice": voice };
   // FLAC and Opus are encoded whole, so they are sent when synthesis ends even when streaming is asked.
-  if ((req.stream || req.stream_format === "sse") && !WHOLE.has(format)) {
+  const streamed = (req.stream || req.stream_format === "sse") && !WHOLE.has(format);
+  const release = streamed ? slotsOf(c.var.node).streams.take() : undefined;
+  let synthesis;
+  try {
+    synthesis = await synthesize(runner, {
+      text: req.input,
+      voice,
+      speed: req.speed ?? 1,
+      signal: c.req.raw.signal,
+    });
+  } catch (e) {
+    release?.();
+    throw e;
+  }
+  const { pcm, sampleRate } = synthesis;
+  const headers = { ...pcmHeaders(sampleRate), "X-Audio-Voice": voice };
+  if (release) {
     // Streamed WAV carries an open-ended header (size 0xFFFFFFFF), as streaming encoders write it; MP3
     // frames go out as each is coded.
-    const body = format === "wav"
+    const audio = format === "wav"
       ? withPrefix(wavHeader(sampleRate, 0xffffffff - 36), pcm)
       : format === "mp3"
       ? pcm.pipeThrough(mp3EncoderStream(new Mp3Encoder(sampleRate)))
       : pcm;
+    const body = holding(req.stream_format === "sse" ? speechEvents(audio) : audio, release);
     if (req.stream_format === "sse") {
-      return new Response(speechEvents(body), {
+      return new Response(body, {
         headers: { ...headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache" },
       });
     }
@@ -337,9 +350,10 @@ async function transcription(c: Context<ApiEnv>, task: "transcribe" | "translate
     signal: c.req.raw.signal,
   };
   if (f.stream === "true") {
+    const release = slotsOf(c.var.node).streams.take();
     const enc = new TextEncoder();
     const runner = route.local;
-    const body = new ReadableStream<Uint8Array>({
+    const events = new ReadableStream<Uint8Array>({
       async start(controller) {
         try {
           const t = await transcribeLocal(
@@ -356,7 +370,7 @@ async function transcription(c: Context<ApiEnv>, task: "transcribe" | "translate
         controller.close();
       },
     });
-    return new Response(body, {
+    return new Response(holding(events, release), {
       headers: { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" },
     });
   }

@@ -16,7 +16,7 @@ import {
   type YamlObject,
 } from "../../config/edit.ts";
 import type { ApiEnv } from "../env.ts";
-import { ApiError, envelope } from "../errors.ts";
+import { ApiError, envelope, JsonBodyError, parseJsonBody } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
 const ConfigView = z.object({
@@ -94,9 +94,12 @@ export const configRoutes = new Hono<ApiEnv>()
     const n = c.var.node;
     let body: unknown;
     try {
-      body = JSON.parse(await c.req.text());
+      body = parseJsonBody(await c.req.text());
     } catch (e) {
-      throw new ApiError(422, `request body is not valid JSON: ${(e as Error).message}`);
+      const why = e instanceof JsonBodyError
+        ? e.message
+        : `request body is not valid JSON: ${(e as Error).message}`;
+      throw new ApiError(422, why);
     }
     const proposed = proposedConfig(body);
     if (!proposed) throw new ApiError(422, 'send the config as a JSON object, or as {"config": {...}}');

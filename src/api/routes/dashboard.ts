@@ -47,11 +47,35 @@ function asset(path: string): Uint8Array<ArrayBuffer> | undefined {
   return bytes;
 }
 
+/**
+ * The page runs only its own bundle (no inline or foreign script), talks only to this node, and is never
+ * framed. Inline styles stay allowed (the loading note and the meters set `style`); audio plays from blob: URLs.
+ */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob:",
+  "media-src 'self' blob:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join("; ");
+
+/** Sent with every dashboard file (nosniff comes from app.ts, on every answer). */
+export const DASHBOARD_HEADERS: Record<string, string> = {
+  "content-security-policy": CONTENT_SECURITY_POLICY,
+  "x-frame-options": "DENY",
+  "referrer-policy": "no-referrer",
+};
+
 function serve(path: string): Response | undefined {
   const bytes = asset(path);
   if (!bytes) return undefined;
   return new Response(bytes, {
-    headers: { "content-type": contentType(path), "cache-control": cacheControl(path) },
+    headers: { ...DASHBOARD_HEADERS, "content-type": contentType(path), "cache-control": cacheControl(path) },
   });
 }
 

@@ -142,9 +142,11 @@ export const downloadRoutes = new Hono<ApiEnv>()
         );
       }
       // A local file is registered on its own node (POST /models/add); a request cannot name one to "download".
-      if (card.gguf_path !== undefined) {
+      if (card.gguf_path !== undefined || card.mmproj_file?.startsWith("/")) {
         throw badRequest(
-          "shardMetadata.modelCard.ggufPath names a local file; register it with POST /models/add on its node",
+          `shardMetadata.modelCard.${
+            card.gguf_path !== undefined ? "ggufPath" : "mmprojFile"
+          } names a local file; register it with POST /models/add on its node`,
           "shardMetadata",
         );
       }

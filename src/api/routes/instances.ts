@@ -5,7 +5,13 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { makeEvent } from "../../cluster/events.ts";
-import { type Instance, instanceBody, InstanceSchema, type ShardMetadata } from "../../cluster/instances.ts";
+import {
+  type Instance,
+  instanceBody,
+  InstanceSchema,
+  type PlacementRecord,
+  type ShardMetadata,
+} from "../../cluster/instances.ts";
 import { untag } from "../../cluster/tagged.ts";
 import { reportedAddresses } from "../../engines/bind-address.ts";
 import { cardToWire } from "../../models/card.ts";
@@ -85,9 +91,10 @@ export async function checkedInstance(ctx: NodeContext, instance: Instance): Pro
   } as Instance;
 }
 
-export async function createInstance(ctx: NodeContext, proposed: Instance) {
+/** `placement`: the constraints `/place_instance` planned with, kept so healing places it the same way. */
+export async function createInstance(ctx: NodeContext, proposed: Instance, placement?: PlacementRecord) {
   const instance = await checkedInstance(ctx, proposed);
-  const event = makeEvent("InstanceCreated", { instance });
+  const event = makeEvent("InstanceCreated", { instance, ...(placement ? { placement } : {}) });
   await ctx.submit(event);
   const body = instanceBody(instance);
   return {

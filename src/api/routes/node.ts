@@ -1,4 +1,4 @@
-/** Identity and liveness of the node that answers: `/node_id`, `/node/identity`, `/healthz`. */
+/** Identity and health of the node that answers: `/node_id`, `/node/identity`, `/healthz`. */
 import { Hono } from "hono";
 import { z } from "zod";
 import { VERSION } from "../../version.ts";
@@ -7,10 +7,12 @@ import { describe } from "../openapi.ts";
 
 const Identity = z.object({ nodeId: z.string(), hostname: z.string(), ipAddress: z.string() });
 const Health = z.object({
-  status: z.literal("ok"),
+  status: z.enum(["ok", "degraded"]),
   nodeId: z.string(),
   version: z.string(),
   uptimeSeconds: z.number(),
+  /** Why it is degraded (empty when ok). */
+  reasons: z.array(z.object({ code: z.string(), message: z.string() })),
 });
 
 describe({
@@ -30,7 +32,8 @@ describe({
 describe({
   method: "get",
   path: "/healthz",
-  summary: "Liveness: 200 while the node serves",
+  summary:
+    "Health: 200 `ok`, or 503 `degraded` with reasons (database unwritable, no or unreachable master, behind the master's log, catching up after start)",
   tag: "node",
   response: Health,
 });
@@ -47,10 +50,18 @@ export const nodeRoutes = new Hono<ApiEnv>()
     const hostname = Deno.hostname();
     return c.json({ nodeId: c.var.node.nodeId, hostname, ipAddress: firstIpv4() ?? hostname });
   })
-  .get("/healthz", (c) =>
-    c.json({
-      status: "ok" as const,
-      nodeId: c.var.node.nodeId,
+  .get("/healthz", (c) => {
+    const node = c.var.node;
+    const reasons = [
+      ...(node.log.writeError ? [{ code: "database_unwritable", message: node.log.writeError.message }] : []),
+      ...(node.cluster?.health() ?? []),
+    ];
+    // 503 when degraded: a load balancer's default check then takes the node out of rotation.
+    return c.json({
+      status: reasons.length ? "degraded" as const : "ok" as const,
+      nodeId: node.nodeId,
       version: VERSION,
-      uptimeSeconds: Math.round((Date.now() - c.var.node.startedAt) / 1000),
-    }));
+      uptimeSeconds: Math.round((Date.now() - node.startedAt) / 1000),
+      reasons,
+    }, reasons.length ? 503 : 200);
+  });

@@ -15,6 +15,7 @@ import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { slotsOf } from "../slots.ts";
 
 const log = logger("openai");
 export const DEFAULT_MAX_TOKENS = Number(
@@ -169,6 +170,8 @@ export function streamResponse(
     done: () => boolean;
   },
   onError: (e: unknown) => string,
+  /** Frees the node's stream slot: called once the stream ends, fails or its client goes. */
+  release: () => void,
 ): Response {
   const enc = new TextEncoder();
   const reader = upstream.body!.getReader();
@@ -178,6 +181,7 @@ export function streamResponse(
   const finish = () => {
     clearInterval(keepAlive);
     inflight.delete(commandId);
+    release();
   };
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -259,6 +263,8 @@ interface Generation {
   commandId: string;
   abort: AbortController;
   res: Response;
+  /** Frees the stream slot a streamed generation holds (a no-op otherwise). */
+  release: () => void;
 }
 
 /** Sends a generation to the engine under a fresh command id (cancellable through /v1/cancel). */
@@ -267,8 +273,10 @@ export async function startGeneration(
   target: Target,
   baseUrl: string,
   path: string,
-  body: unknown,
+  body: Record<string, unknown>,
 ): Promise<Generation> {
+  // A stream takes its slot before the engine starts, so a full node refuses without spending work.
+  const release = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
   const commandId = crypto.randomUUID();
   const abort = new AbortController();
   inflight.set(commandId, abort);
@@ -277,13 +285,15 @@ export async function startGeneration(
     res = await callEngine(baseUrl, path, body, abort);
   } catch (e) {
     inflight.delete(commandId);
+    release();
     throw new ApiError(503, engineFailure(ctx, target, e));
   }
   if (!res.ok) {
     inflight.delete(commandId);
+    release();
     throw await engineError(res);
   }
-  return { commandId, abort, res };
+  return { commandId, abort, res, release };
 }
 
 /** What turns the engine's chat SSE into a client's stream (Chat Completions chunks, Anthropic events). */
@@ -309,7 +319,7 @@ export async function chatGeneration(
 ): Promise<Response | { commandId: string; reply: Record<string, unknown> }> {
   const ctx = c.var.node;
   const forcing = forceToolCall(req);
-  const { commandId, abort, res } = await startGeneration(
+  const { commandId, abort, res, release } = await startGeneration(
     ctx,
     target,
     baseUrl,
@@ -319,13 +329,21 @@ export async function chatGeneration(
   if (req.stream) {
     const t = framing(commandId);
     if (forcing.forced) t.holdContentAsToolCall();
-    return streamResponse(c, res, abort, commandId, {
-      head: () => t.head(),
-      push: (p) => t.push(p),
-      end: () => t.end(),
-      fail: (m) => t.fail(m),
-      done: () => t.done,
-    }, (e) => t.fail(engineFailure(ctx, target, e)));
+    return streamResponse(
+      c,
+      res,
+      abort,
+      commandId,
+      {
+        head: () => t.head(),
+        push: (p) => t.push(p),
+        end: () => t.end(),
+        fail: (m) => t.fail(m),
+        done: () => t.done,
+      },
+      (e) => t.fail(engineFailure(ctx, target, e)),
+      release,
+    );
   }
   try {
     const reply = await res.json() as Record<string, unknown>;
@@ -334,6 +352,7 @@ export async function chatGeneration(
     throw new ApiError(503, engineFailure(ctx, target, e));
   } finally {
     inflight.delete(commandId);
+    release();
   }
 }
 
@@ -384,7 +403,13 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const { baseUrl, target } = routed.local;
     admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const req = { ...body, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
-    const { commandId, abort, res } = await startGeneration(ctx, target, baseUrl, "/v1/completions", req);
+    const { commandId, abort, res, release } = await startGeneration(
+      ctx,
+      target,
+      baseUrl,
+      "/v1/completions",
+      req,
+    );
     if (body.stream) {
       let done = false;
       const rewrite = (p: string) => {
@@ -406,13 +431,21 @@ export const openaiRoutes = new Hono<ApiEnv>()
           `data: ${
             JSON.stringify({ error: { message: m, type: "ServiceUnavailable", param: null, code: 503 } })
           }\n\ndata: [DONE]\n\n`));
-      return streamResponse(c, res, abort, commandId, {
-        head: () => `: command_id ${commandId}\n\n`,
-        push: rewrite,
-        end: () => (done ? "" : (done = true, "data: [DONE]\n\n")),
-        fail,
-        done: () => done,
-      }, (e) => fail(engineFailure(ctx, target, e)));
+      return streamResponse(
+        c,
+        res,
+        abort,
+        commandId,
+        {
+          head: () => `: command_id ${commandId}\n\n`,
+          push: rewrite,
+          end: () => (done ? "" : (done = true, "data: [DONE]\n\n")),
+          fail,
+          done: () => done,
+        },
+        (e) => fail(engineFailure(ctx, target, e)),
+        release,
+      );
     }
     inflight.delete(commandId);
     const out = await res.json() as Record<string, unknown>;

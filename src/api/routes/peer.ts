@@ -1,29 +1,32 @@
 /**
  * Node-to-node routes under /cluster/peer/*: gossip, event submission to the master, log sync and push,
- * restart. Each request is verified by the cluster plane (HMAC, namespace, version) before it is read.
+ * restart. Headers are checked before the body is read, the body is bounded (PEER_BODY_LIMIT) while it is
+ * read, and the HMAC over it is verified before it is parsed.
  */
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
 import { EventSchema, makeEvent } from "../../cluster/events.ts";
 import { eventIdOf } from "../../cluster/log.ts";
 import { GossipMessageSchema } from "../../cluster/gossip.ts";
-import { H } from "../../cluster/peers.ts";
+import { H, PEER_BODY_LIMIT, type Verdict } from "../../cluster/peers.ts";
 import type { ClusterHandle } from "../../cluster/plane.ts";
 import { PushSchema, SyncRequestSchema } from "../../cluster/replication.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, notFound } from "../errors.ts";
 import { describe } from "../openapi.ts";
 
-for (
-  const [path, summary] of [
-    ["gossip", "Peer: push-pull exchange of statuses and telemetry deltas"],
-    ["submit", "Peer: hand an event to the master to be indexed"],
-    ["sync", "Peer: a follower asks the master for the log after its last index"],
-    ["push", "Peer: the master pushes a newly indexed event"],
-    ["restart", "Peer: restart this node's daemon"],
-  ] as const
-) {
+const PEER_SUMMARIES = [
+  ["gossip", "Peer: push-pull exchange of statuses and telemetry deltas"],
+  ["submit", "Peer: hand an event to the master to be indexed"],
+  ["sync", "Peer: a follower asks the master for the log after its last index"],
+  ["push", "Peer: the master pushes a newly indexed event"],
+  ["restart", "Peer: restart this node's daemon"],
+] as const;
+const PEER_PATHS = PEER_SUMMARIES.map(([p]) => p);
+
+for (const [path, summary] of PEER_SUMMARIES) {
   describe({
     method: "post",
     path: `/cluster/peer/${path}`,
@@ -40,12 +43,39 @@ describe({
 describe({
   method: "post",
   path: "/cluster/test_events",
-  summary: "Submit no-op TestEvents through this node: probes the control plane end to end",
+  summary: "Test mode only (SKULK_TEST_MODE, else 404): submit no-op TestEvents through this node",
   tag: "cluster",
   query: { count: "how many (1-1000, default 1)" },
 });
 
-/** Verifies the signature, then parses the body; a refusal is a 403 naming why, with the reason in a header. */
+function refuse(c: Context<ApiEnv>, verdict: Exclude<Verdict, { ok: true }>): ApiError {
+  c.header(H.refusal, verdict.reason);
+  return new ApiError(403, `peer refused: ${verdict.public}`, { type: "peer_refused", code: verdict.reason });
+}
+
+/**
+ * Before any byte of a peer body: the cluster plane runs, the headers pass (version, namespace, time) and
+ * the declared size fits. A chunked body is read by bodyLimit, which stops at the limit.
+ */
+const limit = bodyLimit({
+  maxSize: PEER_BODY_LIMIT,
+  onError: () => {
+    throw new ApiError(413, `peer body larger than ${PEER_BODY_LIMIT} bytes`, { type: "peer_refused" });
+  },
+});
+
+const PEER_ROUTES = new Set(PEER_PATHS.map((p) => `/cluster/peer/${p}`));
+
+const peerGate: MiddlewareHandler<ApiEnv> = (c, next) => {
+  if (c.req.method !== "POST" || !PEER_ROUTES.has(c.req.path)) return next(); // unknown paths stay 404
+  const cluster = c.var.node.cluster;
+  if (!cluster) throw notFound("this node runs no cluster plane");
+  const early = cluster.precheck(c.req.raw.headers);
+  if (early && !early.ok) throw refuse(c, early);
+  return limit(c, next);
+};
+
+/** Verifies the signature over the (bounded) body, then parses it; a refusal is a 403 with its reason in a header. */
 async function peerBody<S extends z.ZodType>(
   c: Context<ApiEnv>,
   schema: S,
@@ -53,19 +83,14 @@ async function peerBody<S extends z.ZodType>(
   const cluster = c.var.node.cluster;
   if (!cluster) throw notFound("this node runs no cluster plane");
   const body = new Uint8Array(await c.req.arrayBuffer());
+  const url = new URL(c.req.url);
   const verdict = await cluster.verify({
     method: c.req.method,
-    path: c.req.path,
+    path: url.pathname + url.search,
     headers: c.req.raw.headers,
     body,
   });
-  if (!verdict.ok) {
-    c.header(H.refusal, verdict.reason);
-    throw new ApiError(403, `peer refused: ${verdict.message}`, {
-      type: "peer_refused",
-      code: verdict.reason,
-    });
-  }
+  if (!verdict.ok) throw refuse(c, verdict);
   let raw: unknown;
   try {
     raw = JSON.parse(new TextDecoder().decode(body));
@@ -77,34 +102,48 @@ async function peerBody<S extends z.ZodType>(
   return [cluster, parsed.data];
 }
 
+/** A JSON answer signed for the request it answers, so the asking node knows it came from a member. */
+async function answer(c: Context<ApiEnv>, cluster: ClusterHandle, value: unknown, status: 200 | 409 = 200) {
+  const bytes = new TextEncoder().encode(JSON.stringify(value));
+  const headers = await cluster.signAnswer(c.req.header(H.signature) ?? "", bytes);
+  return c.body(bytes, status, { ...headers, "content-type": "application/json" });
+}
+
 export const peerRoutes = new Hono<ApiEnv>()
+  .use("/cluster/peer/*", peerGate)
   .post("/cluster/peer/gossip", async (c) => {
     const [cl, m] = await peerBody(c, GossipMessageSchema);
-    return c.json(cl.gossip(m));
+    return await answer(c, cl, cl.gossip(m));
   })
   .post("/cluster/peer/submit", async (c) => {
     const [cl, m] = await peerBody(c, z.object({ event: EventSchema }).strict());
-    return c.json(await cl.submit(m.event));
+    return await answer(c, cl, await cl.submit(m.event));
   })
   .post("/cluster/peer/sync", async (c) => {
     const [cl, m] = await peerBody(c, SyncRequestSchema);
-    return c.json(await cl.sync(m));
+    return await answer(c, cl, await cl.sync(m));
   })
   .post("/cluster/peer/push", async (c) => {
     const [cl, m] = await peerBody(c, PushSchema);
-    return c.json(await cl.push(m));
+    return await answer(c, cl, await cl.push(m));
   })
   .post("/cluster/peer/restart", async (c) => {
-    await peerBody(c, z.object({}).strict());
+    const [cl] = await peerBody(c, z.object({}).strict());
     const n = c.var.node;
     if (!n.restart) throw new ApiError(501, "this node cannot restart itself (no supervisor hook)");
     const ok = n.restart();
-    return c.json(
+    return await answer(
+      c,
+      cl,
       { status: ok ? "restarting" : "restart_already_pending", node_id: n.nodeId },
       ok ? 200 : 409,
     );
   })
   .post("/cluster/test_events", async (c) => {
+    // Anyone could fill the event log through it, so it exists only where the test harness asks for it.
+    if (!c.var.node.config.testMode) {
+      throw notFound("POST /cluster/test_events is served only by nodes in test mode (SKULK_TEST_MODE)");
+    }
     const count = Number(c.req.query("count") ?? 1);
     if (!Number.isInteger(count) || count < 1 || count > 1000) {
       throw badRequest("count must be an integer from 1 to 1000", "count");

@@ -21,6 +21,7 @@ import {
   placeInstance,
   PlaceInstanceParamsSchema,
   plan,
+  recordFor,
   ShardingSchema,
 } from "../../placement/planner.ts";
 import { placementPreviews, PlacementPreviewSchema } from "../../placement/previews.ts";
@@ -172,8 +173,9 @@ placementRoutes.post("/place_instance", async (c) => {
   const card = await placementCard(node, body.model_id);
   const deadline = Date.now() + PLACEMENT_INFO_WAIT_MS;
   for (;;) {
-    const r = placeInstance(currentView(node), card, { ...body, required_nodes: [] });
-    if ("instance" in r) return c.json(await createInstance(node, r.instance));
+    const request = { ...body, required_nodes: [] };
+    const r = placeInstance(currentView(node), card, request);
+    if ("instance" in r) return c.json(await createInstance(node, r.instance, recordFor(request)));
     if (!r.pending) throw badRequest(r.error, "model_id");
     if (Date.now() >= deadline) throw unavailable(`${r.error} (waited ${PLACEMENT_INFO_WAIT_MS / 1000}s)`);
     await new Promise((resolve) => setTimeout(resolve, 1000));

@@ -9,11 +9,21 @@ import { EnergyVad } from "../../audio/vad.ts";
 import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
-import { CLOSE, REALTIME_LIMITS, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
+import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/deadlines.ts";
+import {
+  CLOSE,
+  errorEvent,
+  REALTIME_LIMITS,
+  RealtimeSession,
+  type VadFactory,
+} from "../../serving/realtime.ts";
+import { peerSignedForwardHeaders } from "../../serving/forward.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
+import type { LocalRunner } from "../../worker/worker.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
+import { slotsOf } from "../slots.ts";
 import { queryModel } from "./audio.ts";
 
 const log = logger("realtime");
@@ -48,8 +58,24 @@ realtimeRoutes.get("/v1/realtime", (c) => {
   if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
     throw new ApiError(426, "this route is a WebSocket: connect with an Upgrade: websocket request");
   }
-  if ("remote" in route) return proxyRealtime(c, route.remote, model);
-  const runner = route.local;
+  // A session holds a slot from the upgrade until its socket closes, here or proxied to another node.
+  const release = slotsOf(c.var.node).realtime.take();
+  try {
+    return "remote" in route
+      ? proxyRealtime(c, route.remote, model, release)
+      : localSession(c, route.local, model, release);
+  } catch (e) {
+    release();
+    throw e;
+  }
+});
+
+function localSession(
+  c: Context<ApiEnv>,
+  runner: LocalRunner,
+  model: string,
+  release: () => void,
+): Response {
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
   // Idle means no event either way: a session waiting on a long transcription is not idle.
   let idle: ReturnType<typeof setTimeout> | undefined;
@@ -106,16 +132,72 @@ realtimeRoutes.get("/v1/realtime", (c) => {
     session.handle(e.data);
   };
   socket.onclose = () => {
+    release();
     clearTimeout(idle);
     session.shutdown();
   };
   socket.onerror = (e) =>
     log.debug("realtime socket error: {e}", { e: String((e as ErrorEvent).message ?? e) });
   return response;
-});
+}
+
+/** Runs `act` on the client's socket once it is open (at once if it is): the node may fail before it opens. */
+function whenOpen(socket: WebSocket, act: () => void): void {
+  if (socket.readyState === WebSocket.CONNECTING) socket.addEventListener("open", act, { once: true });
+  else if (socket.readyState === WebSocket.OPEN) act();
+}
+
+/**
+ * The driving node's side of a proxied session: its events relayed to the client, the client's messages
+ * held in `pending` until it opens, its closes mirrored; when the node fails (refuses the session, goes
+ * away, or falls silent past the forward deadlines) the client gets one error event naming it and close 1011.
+ */
+function relayFromNode(
+  socket: WebSocket,
+  upstream: WebSocket,
+  pending: string[],
+  node: { nodeId: string; address: string; model: string },
+  deadlines: ForwardDeadlines,
+): void {
+  const { nodeId, address, model } = node;
+  const fail = (message: string) => {
+    pulse.stop();
+    whenOpen(socket, () => {
+      socket.send(JSON.stringify(errorEvent("node_unreachable", message, undefined, "server_error")));
+      socket.close(CLOSE.engineFailed, `node ${nodeId} failed`);
+    });
+    if (upstream.readyState <= WebSocket.OPEN) upstream.close();
+  };
+  const pulse = new NodePulse(nodeId, address, deadlines, (e) => fail(e.message));
+  socket.addEventListener("close", () => pulse.stop());
+  let opened = false;
+  upstream.onopen = () => {
+    opened = true;
+    pulse.touch();
+    pending.splice(0).forEach((m) => upstream.send(m));
+  };
+  upstream.onmessage = (e) => {
+    pulse.touch();
+    if (socket.readyState === WebSocket.OPEN) socket.send(e.data);
+  };
+  upstream.onclose = (e) => {
+    pulse.stop();
+    // 1006: the connection ended without a close frame: the node went away (killed, cut off).
+    if (e.code === 1006) {
+      return fail(`node ${nodeId} (${address}) that drives ${model} went away during the session`);
+    }
+    whenOpen(socket, () => socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason));
+  };
+  upstream.onerror = () =>
+    fail(
+      `node ${nodeId} (${address}) that drives ${model} ${
+        opened ? "went away during the session" : "did not accept the session"
+      }`,
+    );
+}
 
 /** A realtime session for a model another node drives: both sockets piped, closes mirrored. */
-function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Response {
+function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string, release: () => void): Response {
   if (c.req.query("forwarded_by")) {
     throw new ApiError(
       503,
@@ -126,23 +208,34 @@ function proxyRealtime(c: Context<ApiEnv>, nodeId: string, model: string): Respo
   }
   const address = c.var.node.telemetry.get(nodeId)?.reading.apiAddress;
   if (!address) throw new ApiError(503, `node ${nodeId} drives ${model} but its address is unknown`);
+  // The request's headers cannot be read once it is upgraded.
+  const client = new Headers(c.req.raw.headers);
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
-  const upstream = new WebSocket(
-    `ws://${address}/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
-      encodeURIComponent(c.var.node.nodeId)
-    }`,
-  );
+  const path = `/v1/realtime?model=${encodeURIComponent(model)}&forwarded_by=${
+    encodeURIComponent(c.var.node.nodeId)
+  }`;
   const pending: string[] = [];
-  upstream.onopen = () => pending.splice(0).forEach((m) => upstream.send(m));
-  upstream.onmessage = (e) => socket.readyState === WebSocket.OPEN && socket.send(e.data);
-  upstream.onclose = (e) =>
-    socket.readyState === WebSocket.OPEN && socket.close(e.code === 1005 ? CLOSE.normal : e.code, e.reason);
-  upstream.onerror = () =>
-    socket.readyState === WebSocket.OPEN &&
-    socket.close(CLOSE.engineFailed, `node ${nodeId} did not accept the session`);
+  // Set once the signed upgrade is on its way; messages wait in `pending` until it opens.
+  let upstream: WebSocket | null = null;
+  // Signed as a peer request like every forward: the client's key stays on this node (docs/cluster.md).
+  peerSignedForwardHeaders(c.var.node, "GET", path, client, new Uint8Array()).then((headers) => {
+    if (socket.readyState > WebSocket.OPEN) return;
+    // Deno's WebSocket takes headers for the upgrade request (an extension of the web API).
+    const ws = new WebSocket(`ws://${address}${path}`, { headers: Object.fromEntries(headers) });
+    upstream = ws;
+    relayFromNode(socket, ws, pending, { nodeId, address, model }, forwardDeadlines(c.var.node));
+  }).catch((e) =>
+    whenOpen(
+      socket,
+      () => socket.close(CLOSE.engineFailed, `could not sign the forwarded session: ${(e as Error).message}`),
+    )
+  );
   socket.onmessage = (
     e,
-  ) => (upstream.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
-  socket.onclose = () => upstream.readyState <= WebSocket.OPEN && upstream.close();
+  ) => (upstream?.readyState === WebSocket.OPEN ? upstream.send(e.data) : pending.push(e.data));
+  socket.onclose = () => {
+    release();
+    if (upstream && upstream.readyState <= WebSocket.OPEN) upstream.close();
+  };
   return response;
 }

@@ -3,7 +3,7 @@
  * child process (this same program's hidden `engine sherpa-host`) bound to a band port, ready on /health.
  */
 import { createRequire } from "node:module";
-import { ownCommand } from "../../node/self.ts";
+import { selfProgram } from "../../node/self.ts";
 import { answersOk, EngineProcess, type ProcessRegistry } from "../process.ts";
 import { type HostConfig, SHERPA_PATHS } from "./protocol.ts";
 
@@ -43,15 +43,12 @@ export interface SherpaProcessOptions {
 
 /** The supervised child: this program with the hidden subcommand and its config as JSON. */
 export function sherpaProcess(o: SherpaProcessOptions, registry?: ProcessRegistry): EngineProcess {
-  // From source, the program is src/main.ts even when a test or bench (not the CLI) is the main module.
-  const main = /\/src\/main\.ts$/.test(Deno.mainModule)
-    ? Deno.mainModule
-    : new URL("../../main.ts", import.meta.url).href;
-  const [bin, ...args] = ownCommand(Deno.execPath(), main, [
+  const [bin, ...args] = [
+    ...selfProgram(),
     ...HOST_SUBCOMMAND,
     "--config",
     JSON.stringify({ ...o.config, port: o.port }),
-  ]);
+  ];
   const base = `http://127.0.0.1:${o.port}`;
   return new EngineProcess({
     kind: o.config.tts ? "sherpa-onnx" : "sherpa-onnx-vad",
