@@ -1,10 +1,11 @@
 /**
  * Embeds build-time data into TypeScript modules under src/generated/, so the program (and a
  * `deno compile`d binary) never reads the source tree at run time: SQL migrations, bundled model cards,
- * and the dashboard (built from src/dashboard/app/ by scripts/build-dashboard.ts). `--check` exits 1 when a
- * generated module is out of date.
+ * and the dashboard (built from src/dashboard/app/ by scripts/build-dashboard.ts); and docs/configuration.md
+ * from the settings table. `--check` exits 1 when a generated file is out of date.
  */
 import { buildDashboard } from "./build-dashboard.ts";
+import { configurationDoc } from "../src/config/doc.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 const check = Deno.args.includes("--check");
@@ -86,6 +87,7 @@ const outputs: Record<string, () => string> = {
   "src/generated/migrations.gen.ts": migrationsModule,
   "src/generated/cards.gen.ts": cardsModule,
   "src/generated/dashboard.gen.ts": dashboardModule,
+  "docs/configuration.md": configurationDoc,
 };
 
 let stale = 0;
@@ -101,7 +103,7 @@ for (const [rel, make] of Object.entries(outputs)) {
     console.error(`embed: ${rel} is out of date; run \`make embed\``);
     stale++;
   } else {
-    Deno.mkdirSync(`${root}src/generated`, { recursive: true });
+    Deno.mkdirSync(path.replace(/\/[^/]+$/, ""), { recursive: true });
     Deno.writeTextFileSync(path, text);
     console.error(`embed: wrote ${rel}`);
   }

@@ -6,7 +6,7 @@ import { Command, CommanderError } from "commander";
 import { registerCards } from "./cli/cards.ts";
 import { registerCluster } from "./cli/cluster.ts";
 import { CliError } from "./cli/common.ts";
-import { registerDev } from "./cli/dev.ts";
+import { registerDev } from "./dev/cli.ts";
 import { registerEngine } from "./cli/engine.ts";
 import { registerModels } from "./cli/models.ts";
 import { registerNode } from "./cli/node.ts";

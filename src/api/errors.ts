@@ -5,7 +5,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
-import { NoQuorum } from "../cluster/commit.ts";
+import { DomainError, type DomainKind, NoMaster, NoQuorum } from "../app/errors.ts";
 import { UntrustedInputError } from "../security/ids.ts";
 import { ToolRequestError } from "../serving/forced-tools.ts";
 
@@ -44,10 +44,22 @@ export const notFound = (message: string) => new ApiError(404, message);
 export const conflict = (message: string) => new ApiError(409, message);
 export const unavailable = (message: string) => new ApiError(503, message);
 
+/** Each domain error's status: refusals of the request are 4xx, "not now" is a retryable 503. */
+const DOMAIN_STATUS: Record<DomainKind, { status: ContentfulStatusCode; code?: string; retry?: boolean }> = {
+  Invalid: { status: 400 },
+  Refused: { status: 400 },
+  NotFound: { status: 404 },
+  NotPlaced: { status: 404 },
+  Conflict: { status: 409 },
+  NotReady: { status: 503, code: "not_ready", retry: true },
+  Pending: { status: 503, code: "not_ready", retry: true },
+  Busy: { status: 503, code: "command_queue_full", retry: true },
+};
+
 /**
- * The HTTP form of an error a handler let through: ApiErrors as they are, domain refusals of input as 400s, and
- * an event no majority of the voting nodes took in time as a retryable 503 (it was not acknowledged, so the
- * client may retry, through this node or another).
+ * The HTTP form of an error a handler let through: ApiErrors as they are, domain errors by their kind, and
+ * an event no majority of the voting nodes took in time, or no master to take it, as a retryable 503 (it was
+ * not acknowledged, so the client may retry, through this node or another).
  */
 export function toApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return err;
@@ -56,6 +68,18 @@ export function toApiError(err: unknown): ApiError | null {
   }
   if (err instanceof ToolRequestError) {
     return new ApiError(400, err.message, { param: err.param, type: "invalid_request_error" });
+  }
+  if (err instanceof DomainError) {
+    const m = DOMAIN_STATUS[err.kind];
+    return new ApiError(m.status, err.message, {
+      param: err.param,
+      type: m.status === 503 ? "service_unavailable" : undefined,
+      ...(m.code ? { code: m.code } : {}),
+      ...(m.retry ? { retryAfter: 1 } : {}),
+    });
+  }
+  if (err instanceof NoMaster) {
+    return new ApiError(503, err.message, { type: "service_unavailable", code: err.code, retryAfter: 1 });
   }
   if (err instanceof NoQuorum) {
     return new ApiError(503, err.message, { type: "service_unavailable", code: "no_quorum", retryAfter: 1 });

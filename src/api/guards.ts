@@ -71,13 +71,13 @@ function refusal(who: string): ApiError {
  * answers), `*` explicitly without credentials, then the refusal of foreign writes and WebSockets.
  */
 export function originGuards(config: Pick<Config, "corsOrigins">): MiddlewareHandler<ApiEnv>[] {
-  const allowed = config.corsOrigins;
-  const any = allowed.includes("*");
+  // Read per request: the list is cluster-wide and a `ClusterConfigChanged` event replaces it while running.
   const listed = cors({ origin: (o) => o, credentials: true, exposeHeaders: EXPOSED, maxAge: 600 });
   const star = cors({ origin: "*", exposeHeaders: EXPOSED, maxAge: 600 });
   const corsFor: MiddlewareHandler<ApiEnv> = (c, next) => {
     const origin = c.req.header("origin");
-    if (any) return star(c, next);
+    const allowed = config.corsOrigins;
+    if (allowed.includes("*")) return star(c, next);
     if (origin !== undefined && allowed.includes(origin)) return listed(c, next);
     // A preflight from elsewhere is refused outright, so the page's console says why.
     if (c.req.method === "OPTIONS" && origin !== undefined && c.req.header("access-control-request-method")) {
@@ -92,7 +92,7 @@ export function originGuards(config: Pick<Config, "corsOrigins">): MiddlewareHan
       fetchSite: c.req.header("sec-fetch-site"),
       host: c.req.header("host"),
       websocket: (c.req.header("upgrade") ?? "").toLowerCase() === "websocket",
-    }, allowed);
+    }, config.corsOrigins);
     if (who !== null) throw refusal(who);
     return next();
   };

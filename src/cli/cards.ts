@@ -7,7 +7,8 @@ import { parse as parseToml } from "smol-toml";
 import { BUNDLED_CARDS } from "../generated/cards.gen.ts";
 import { auditSources, referencedFiles } from "../models/audit.ts";
 import { ModelCardSchema } from "../models/card.ts";
-import { hubEndpoint, hubFileUrl } from "../models/facts.ts";
+import { hubFileUrl } from "../models/facts.ts";
+import { loadConfig } from "../config/load.ts";
 import { CliError } from "./common.ts";
 
 interface LiveResult {
@@ -48,7 +49,7 @@ export function registerCards(program: Command): Command {
       const noted = report.cards.filter((c) => c.notes.length > 0);
       let live: LiveResult[] = [];
       if (flags.live) {
-        const endpoint = hubEndpoint();
+        const endpoint = loadConfig({}).config.hubEndpoint;
         const urls = new Set<string>();
         for (const { toml } of BUNDLED_CARDS) {
           const parsed = ModelCardSchema.safeParse(parseToml(toml));

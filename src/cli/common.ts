@@ -30,7 +30,8 @@ export async function getJson<T>(url: string, init?: RequestInit): Promise<T> {
   let res: Response;
   try {
     const headers = new Headers(init?.headers);
-    const key = Deno.env.get("SKULK_API_KEY");
+    // The node's own api.key (SKULK_API_KEY or skulk.yaml), so a CLI beside a protected node is let in.
+    const key = loadConfig({}).config.apiKey;
     if (key) headers.set("authorization", `Bearer ${key}`);
     res = await fetch(url, { ...init, headers, signal: init?.signal ?? AbortSignal.timeout(10_000) });
   } catch (e) {

@@ -17,6 +17,7 @@ import {
 import { runSherpaHost } from "../engines/sherpa/host.ts";
 import { runSupervisor } from "../engines/supervise.ts";
 import { findWhisperServer } from "../engines/whisper-server.ts";
+import { engineSettings } from "../engines/settings.ts";
 import { BUILD_ENGINE_SCRIPT, BUILD_WHISPER_SCRIPT } from "../generated/scripts.gen.ts";
 import { CliError } from "./common.ts";
 
@@ -36,17 +37,19 @@ export function registerEngine(program: Command): void {
     .option("--json", "as JSON")
     .option("--config <file>", "skulk.yaml to read node.engine_lifeline from")
     .action(async (flags) => {
-      configureLifeline(loadConfig({ config: flags.config }).config.engineLifeline);
-      const found = await findEngines();
+      const { config } = loadConfig({ config: flags.config });
+      configureLifeline(config.engineLifeline);
+      const settings = engineSettings(config);
+      const found = await findEngines(settings);
       const speech = {
-        whisperServer: findWhisperServer(),
-        espeak: findEspeak(),
-        sherpaOnnx: findSherpaOnnx(),
+        whisperServer: findWhisperServer(settings),
+        espeak: findEspeak(settings),
+        sherpaOnnx: findSherpaOnnx(settings),
       };
       const info = {
         ...found,
         ...speech,
-        backends: [...backendTags(found), ...speechBackendTags()],
+        backends: [...backendTags(found), ...speechBackendTags(settings)],
         lifeline: currentLifeline(),
       };
       if (flags.json) {

@@ -13,7 +13,7 @@ import { DownloadManager } from "../downloads/manager.ts";
 import { managerSettings } from "../downloads/plane.ts";
 import { modelsDir as modelsDirOf } from "../worker/model-files.ts";
 import { Catalog } from "../models/catalog.ts";
-import { HubClient, hubOptionsFromEnv } from "../models/hub.ts";
+import { HubClient, hubOptions } from "../models/hub.ts";
 import { loadOrCreateIdentity } from "../node/identity.ts";
 import { liveOwner } from "../node/lock.ts";
 import { openStore } from "../store/db.ts";
@@ -115,12 +115,11 @@ async function pullDirect(config: Config, modelId: string, flags: Flags): Promis
   const { nodeId } = await loadOrCreateIdentity(config.dataDir);
   const out = printer();
   let previous: DownloadProgress | undefined;
-  const env = Deno.env.toObject();
   const manager = new DownloadManager({
     nodeId,
     modelsDir: modelsDirOf(config),
-    hub: new HubClient(hubOptionsFromEnv(env)),
-    ...managerSettings(env),
+    hub: new HubClient(hubOptions(config)),
+    ...managerSettings(config),
     // A terminal shows finer steps than the cluster's event throttle allows.
     throttle: { minStep: 0, minIntervalMs: 200, heartbeatMs: 1000 },
     emit: async (p) => {
@@ -159,7 +158,7 @@ async function rmDirect(config: Config, modelId: string): Promise<boolean> {
   const manager = new DownloadManager({
     nodeId,
     modelsDir: modelsDirOf(config),
-    hub: new HubClient(hubOptionsFromEnv(Deno.env.toObject())),
+    hub: new HubClient(hubOptions(config)),
     emit: async () => {},
   });
   return await manager.remove(modelId);

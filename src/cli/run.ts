@@ -55,7 +55,7 @@ export function registerRun(program: Command): void {
       if (conflict) throw new ConfigError([`cluster.join: ${conflict}`]);
       await setupLogging(config.logLevel, config.logFormat);
       const node = await startNode({ config, configPath: yamlPath, planes: daemonPlanes(config) });
-      const restart = restartHook(node);
+      const restart = restartHook(node, config.supervised);
       node.ctx.restart = restart.request;
       console.log(`skulk node ${node.ctx.nodeId} serving at ${node.url} (dashboard: ${node.url}/)`);
       for (const sig of ["SIGINT", "SIGTERM"] as const) {

@@ -1,5 +1,7 @@
 /** `skulk status`: asks a running node for the cluster and prints nodes, instances and runners. */
 import type { Command } from "commander";
+import type { Instance } from "../cluster/instances.ts";
+import { instanceName } from "../engines/instance-name.ts";
 import { formatBytes, getJson, nodeUrl } from "./common.ts";
 
 interface WireState {
@@ -60,8 +62,10 @@ export function registerStatus(program: Command): void {
       const entries = Object.entries(state.instances);
       if (entries.length === 0) console.log("  none placed");
       for (const [id, tagged] of entries) {
-        const [kind, body] = Object.entries(tagged)[0];
-        console.log(`  ${id}  ${body.shardAssignments.modelId}  ${kind}`);
+        const body = Object.values(tagged)[0];
+        console.log(
+          `  ${id}  ${body.shardAssignments.modelId}  ${instanceName(tagged as unknown as Instance)}`,
+        );
         for (const [node, runner] of Object.entries(body.shardAssignments.nodeToRunner)) {
           const st = state.runners[runner];
           const tag = st ? Object.keys(st)[0] : "pending";

@@ -11,6 +11,17 @@ export class NoQuorum extends Error {
   }
 }
 
+/**
+ * No master can take the request right now: none is known (an election is under way), or the one asked
+ * stopped being master or stopped answering mid-request. Retryable; `code` says which.
+ */
+export class NoMaster extends Error {
+  constructor(message: string, readonly code: "no_master" | "master_changed" = "no_master") {
+    super(message);
+    this.name = "NoMaster";
+  }
+}
+
 interface Waiter {
   idx: number;
   resolve: () => void;

@@ -49,6 +49,19 @@ export const EventSchema = z.union([
   tagged("CustomModelCardDeleted", z.object({ eventId, modelId: z.string() }).strict()),
   tagged("TestEvent", z.object({ eventId }).strict()),
   /**
+   * Ours: cluster-scope settings set through `PUT /config` on any node (dotted skulk.yaml keys, values as
+   * written there and checked by the setting's schema before submitting). A null value clears the key, so
+   * each node falls back to its own.
+   */
+  tagged(
+    "ClusterConfigChanged",
+    z.object({
+      eventId,
+      settings: z.record(z.string().regex(/^[a-z_]+\.[a-z_]+$/, "a dotted setting key"), z.unknown())
+        .refine((r) => Object.keys(r).length <= 64, "at most 64 settings"),
+    }).strict(),
+  ),
+  /**
    * Ours: healing found no place for a lost instance's model. `retryAt` is when the master tries again
    * (null: it gave up until the cluster changes); the lost instance rides along so any later master can.
    */

@@ -39,6 +39,8 @@ export class EventLog {
   #lastSession: string | null = null;
   #listeners: EventListener[] = [];
   #resetListeners: ((state: ClusterState) => void)[] = [];
+  /** Callers waiting for this node to apply an index (read-your-writes), woken after the listeners ran. */
+  #indexWaiters = new Set<{ idx: number; done: (applied: boolean) => void }>();
   // Appends are serialised so indices are dense even when callers race.
   #tail: Promise<unknown> = Promise.resolve();
 
@@ -142,6 +144,7 @@ export class EventLog {
       this.#lastEventId = snap.eventId;
       this.#lastSession = snap.idx >= 0 ? snap.session : null;
       for (const l of this.#resetListeners) l(snap.state);
+      this.#wakeIndexWaiters();
     });
   }
 
@@ -177,7 +180,32 @@ export class EventLog {
       );
     }
     for (const l of this.#listeners) await l(ie, before, after);
+    this.#wakeIndexWaiters();
     return ie;
+  }
+
+  /**
+   * Resolves true once this node has applied `idx` (its listeners ran: catalogue, history, worker), false
+   * after `timeoutMs`. The node that was asked answers only then, so what it answered is what it lists.
+   */
+  waitForIndex(idx: number, timeoutMs: number): Promise<boolean> {
+    if (this.#state.lastEventAppliedIdx >= idx) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const w = {
+        idx,
+        done: (applied: boolean) => {
+          clearTimeout(timer);
+          this.#indexWaiters.delete(w);
+          resolve(applied);
+        },
+      };
+      const timer = setTimeout(() => w.done(false), timeoutMs);
+      this.#indexWaiters.add(w);
+    });
+  }
+
+  #wakeIndexWaiters(): void {
+    for (const w of this.#indexWaiters) if (this.#state.lastEventAppliedIdx >= w.idx) w.done(true);
   }
 
   async #saveSnapshot(s: Snapshot): Promise<void> {

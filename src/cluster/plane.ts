@@ -2,15 +2,16 @@
  * The cluster plane of one node: discovery feeds the address book, a timer runs gossip rounds, the
  * election decides this node's role, and replication keeps the log in step. It owns ctx.submit/masterNodeId.
  */
-import { ApiError } from "../api/errors.ts";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { eq } from "drizzle-orm";
 import { kv } from "../store/schema.ts";
 import { StoreWriteError } from "../store/db.ts";
+import { type Link, MAX_LINKS } from "../telemetry/reading.ts";
 import { AddressBook, pickTargets } from "./addresses.ts";
 import type { Discovery } from "./discovery/static-peers.ts";
-import { CommitTracker, NoQuorum } from "./commit.ts";
+import { CommitTracker, NoMaster, NoQuorum } from "./commit.ts";
+export { NoMaster } from "./commit.ts";
 import { commitIndex, decide, holdsMajority, majority } from "./election.ts";
 import { type Event, eventType, makeEvent } from "./events.ts";
 import {
@@ -65,6 +66,9 @@ export interface ClusterTimings {
   fanout: number;
 }
 
+/** How often a master, which otherwise waits for its followers to call, measures its link to each one. */
+const LINK_PROBE_MS = 5000;
+
 export const DEFAULT_TIMINGS: ClusterTimings = { roundMs: 500, electionTimeoutMs: 1500, fanout: 3 };
 
 /** A follower may trail the master this long (a push in flight, a pull under way) before health says so. */
@@ -74,14 +78,6 @@ export const BEHIND_GRACE_MS = 5000;
 export interface HealthIssue {
   code: string;
   message: string;
-}
-
-/** A request caught between masters: the caller should retry shortly. */
-export class NoMaster extends ApiError {
-  constructor(message: string) {
-    super(503, message, { type: "service_unavailable", retryAfter: 1 });
-    this.name = "NoMaster";
-  }
 }
 
 /** What the peer routes call; set on ctx.cluster while the plane runs. */
@@ -103,8 +99,10 @@ export interface ClusterHandle {
   view(): ClusterView;
   /** Why this node's view of the cluster is not current (empty when it is). */
   health(): HealthIssue[];
-  /** A signed request to another node's peer route. */
-  call(nodeId: string, path: string, body: unknown): Promise<unknown>;
+  /** A signed request to another node's peer route (`timeoutMs`: 5 s unless given). */
+  call(nodeId: string, path: string, body: unknown, timeoutMs?: number): Promise<unknown>;
+  /** Links to peers measured by recent gossip exchanges (round trip), newest per peer, for telemetry. */
+  links(now?: number): Link[];
 }
 
 export interface ClusterView {
@@ -206,6 +204,7 @@ export class ClusterNode {
         this.#timingOut.delete(id);
         if (id !== ctx.nodeId) {
           this.gossipState.forget(id);
+          this.#links.delete(id);
         }
       }
       if (this.role === "master") {
@@ -278,8 +277,11 @@ export class ClusterNode {
     const followers = this.role === "master"
       ? new Set(this.#followers(now).map((s) => s.apiAddress))
       : new Set();
+    // It does still measure its link to each follower now and then, for /state's topology.
     const targets = pickTargets(
-      this.book.ready(now).filter((a) => !followers.has(a) && !this.#inFlight.has(a)),
+      this.book.ready(now).filter((a) =>
+        (!followers.has(a) || this.#linkStale(a, now)) && !this.#inFlight.has(a)
+      ),
       master,
       this.t.fanout,
       Math.random,
@@ -377,10 +379,17 @@ export class ClusterNode {
     const now = Date.now();
     try {
       const msg = this.gossipState.messageFor(this.#digests.get(address) ?? null);
-      const res = GossipMessageSchema.parse(
-        await this.deps.transport(address, "gossip", msg, this.t.electionTimeoutMs),
-      );
+      const sent = performance.now();
+      const answer = await this.deps.transport(address, "gossip", msg, this.t.electionTimeoutMs);
+      const rttMs = Math.round((performance.now() - sent) * 10) / 10;
+      const res = GossipMessageSchema.parse(answer);
       this.gossipState.merge(res, Date.now());
+      const peer = this.gossipState.statuses().find((e) =>
+        e.status.apiAddress === address && e.status.nodeId !== this.ctx.nodeId
+      );
+      if (peer) {
+        this.#links.set(peer.status.nodeId, { nodeId: peer.status.nodeId, address, rttMs, measuredAt: now });
+      }
       this.#digests.set(address, res.digest);
       this.book.ok(address);
     } catch (e) {
@@ -400,6 +409,20 @@ export class ClusterNode {
     this.#masterFailures = 0;
   }
   #digests = new Map<string, GossipMessage["digest"]>();
+  /** The last measured link to each peer, by node id. */
+  #links = new Map<string, Link>();
+
+  #linkStale(address: string, now: number): boolean {
+    const last = [...this.#links.values()].find((l) => l.address === address);
+    return !last || now - last.measuredAt > LINK_PROBE_MS;
+  }
+
+  /** Links measured within the node timeout: an older one says nothing about the link now. */
+  links(now = Date.now()): Link[] {
+    const maxAge = this.ctx.config.nodeTimeout * 1000;
+    return [...this.#links.values()].filter((l) => now - l.measuredAt <= maxAge)
+      .sort((a, b) => a.nodeId.localeCompare(b.nodeId)).slice(0, MAX_LINKS);
+  }
   #inFlight = new Set<string>();
   #masterFailures = 0;
 
@@ -724,6 +747,7 @@ export class ClusterNode {
         return reply;
       },
       submit: (event) => this.indexCommitted(event),
+      links: (now) => this.links(now),
       awaitCommit: (idx) => this.awaitCommit(idx),
       sync: (req) => {
         if (this.role !== "master") throw new NoMaster("this node is not the master");
@@ -753,10 +777,10 @@ export class ClusterNode {
       },
       view: () => this.view(),
       health: () => this.health(),
-      call: (nodeId, path, body) => {
+      call: (nodeId, path, body, timeoutMs = 5000) => {
         const addr = this.addressOf(nodeId);
         if (!addr) throw new NoMaster(`node ${nodeId} has no known address yet; retry in a moment`);
-        return this.deps.transport(addr, path, body, 5000);
+        return this.deps.transport(addr, path, body, timeoutMs);
       },
     };
   }

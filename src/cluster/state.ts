@@ -47,6 +47,8 @@ export interface ClusterState {
    */
   placements?: Record<string, PlacementRecord>;
   unplaced?: Record<string, Unplaced>;
+  /** Ours: cluster-scope settings by dotted key (`ClusterConfigChanged`); absent in older snapshots. */
+  clusterConfig?: Record<string, unknown>;
 }
 
 export function emptyState(): ClusterState {
@@ -60,6 +62,7 @@ export function emptyState(): ClusterState {
     lastEventAppliedIdx: -1,
     placements: {},
     unplaced: {},
+    clusterConfig: {},
   };
 }
 
@@ -200,6 +203,15 @@ export function applyEvent(state: ClusterState, event: Event): ClusterState {
         tracingEnabled:
           (event as Extract<Event, { TracingStateChanged: unknown }>).TracingStateChanged.enabled,
       };
+    case "ClusterConfigChanged": {
+      const { settings } = (event as Extract<Event, { ClusterConfigChanged: unknown }>).ClusterConfigChanged;
+      const next = { ...state.clusterConfig ?? {} };
+      for (const [k, v] of Object.entries(settings)) {
+        if (v === null) delete next[k];
+        else next[k] = v;
+      }
+      return { ...state, clusterConfig: next };
+    }
     case "CustomModelCardAdded":
     case "CustomModelCardDeleted":
     case "MasterElected":

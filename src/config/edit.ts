@@ -3,7 +3,7 @@
  * PUT body merges with the file on disk, and which keys a proposed file gets wrong (named, for the UI).
  */
 import { ConfigError, resolveConfig } from "./load.ts";
-import { type Config, type Setting, SETTINGS } from "./schema.ts";
+import { type Config, type Env, type Scope, scopeOf, type Setting, SETTINGS } from "./schema.ts";
 
 export type YamlObject = Record<string, unknown>;
 
@@ -21,6 +21,8 @@ export interface SettingView {
   env: string | null;
   flag: string | null;
   kind: "number" | "boolean" | "list" | "text";
+  /** "cluster": set for every node through an event; "node": this node's skulk.yaml only. */
+  scope: Scope;
   /** What the running node uses for this key (secrets shown only as set or not). */
   running: unknown;
 }
@@ -95,7 +97,7 @@ export function validateConfigYaml(yaml: YamlObject, yamlPath: string): ConfigPr
 }
 
 function kindOf(s: Setting<unknown>): SettingView["kind"] {
-  const d = typeof s.default === "function" ? (s.default as () => unknown)() : s.default;
+  const d = typeof s.default === "function" ? (s.default as (env: Env) => unknown)({}) : s.default;
   if (typeof d === "number") return "number";
   if (typeof d === "boolean") return "boolean";
   if (Array.isArray(d)) return "list";
@@ -104,11 +106,14 @@ function kindOf(s: Setting<unknown>): SettingView["kind"] {
 
 /** Every setting the file can hold, with what the running node uses, for the settings form. */
 export function settingViews(config: Config): SettingView[] {
-  return (Object.entries(SETTINGS) as [keyof Config, Setting<unknown>][]).map(([name, s]) => ({
+  return (Object.entries(SETTINGS) as [keyof Config, Setting<unknown>][]).filter(([, s]) => !s.fileless).map((
+    [name, s],
+  ) => ({
     key: s.key,
     env: s.env ?? null,
     flag: s.flag ? `--${s.flag.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}` : null,
     kind: kindOf(s),
+    scope: scopeOf(s),
     running: s.secret ? (config[name] ? "(set)" : null) : config[name],
   }));
 }
@@ -123,4 +128,44 @@ export function changesSettings(before: YamlObject, after: YamlObject, yamlPath:
     }
   };
   return resolve(before) !== resolve(after);
+}
+
+const CLUSTER = (Object.entries(SETTINGS) as [keyof Config, Setting<unknown>][]).filter(([, s]) =>
+  scopeOf(s) === "cluster"
+);
+
+/**
+ * Splits a proposed skulk.yaml: the cluster-scope keys it names (dotted key → value as written) become an
+ * event for every node; the rest is this node's file.
+ */
+export function splitByScope(yaml: YamlObject): { cluster: Record<string, unknown>; node: YamlObject } {
+  const cluster: Record<string, unknown> = {};
+  let node = yaml;
+  for (const [, s] of CLUSTER) {
+    const v = getPath(yaml, s.key);
+    if (v === undefined) continue;
+    cluster[s.key] = v;
+    node = withPath(node, s.key, undefined);
+    // A section the split leaves empty goes too, so the file holds no `cluster: {}`.
+    const section = s.key.split(".")[0];
+    if (isObject(node[section]) && Object.keys(node[section] as YamlObject).length === 0) {
+      node = withPath(node, section, undefined);
+    }
+  }
+  return { cluster, node };
+}
+
+/**
+ * The settings a node runs with: its own (flags, environment, skulk.yaml, defaults) with the cluster's
+ * values over the cluster-scope keys. A value that does not parse (never submitted, but an event is
+ * input from the log) leaves the node's own.
+ */
+export function withClusterConfig(own: Config, cluster: Record<string, unknown>): Config {
+  const out = { ...own } as Record<string, unknown>;
+  for (const [name, s] of CLUSTER) {
+    if (!(s.key in cluster)) continue;
+    const parsed = s.schema.safeParse(cluster[s.key]);
+    if (parsed.success) out[name] = parsed.data;
+  }
+  return out as Config;
 }

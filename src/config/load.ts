@@ -3,7 +3,7 @@
  * validates every key with zod. A bad value is a ConfigError naming the key, where it came from and why.
  */
 import { parse as parseYaml } from "yaml";
-import { type Config, type Setting, SETTINGS } from "./schema.ts";
+import { type Config, type Env, type Setting, SETTINGS } from "./schema.ts";
 
 export type Source = "flag" | "env" | "skulk.yaml" | "default";
 
@@ -16,7 +16,7 @@ export class ConfigError extends Error {
 
 export interface ConfigInputs {
   flags: Record<string, unknown>;
-  env: Record<string, string | undefined>;
+  env: Env;
   /** The parsed skulk.yaml (an object), or undefined when there is none. */
   yaml?: unknown;
   yamlPath?: string;
@@ -31,12 +31,26 @@ function yamlValue(yaml: unknown, key: string): unknown {
   return cur;
 }
 
-function describe(source: Source, setting: Setting<unknown>, yamlPath?: string): string {
+/** The first of a setting's variables that is set (non-empty), with its name. */
+function fromEnvironment(s: Setting<unknown>, env: Env): { name: string; value: string } | undefined {
+  for (const name of [s.env, ...(s.envAliases ?? [])]) {
+    const value = name === undefined ? undefined : env[name];
+    if (name !== undefined && value !== undefined && value !== "") return { name, value };
+  }
+  return undefined;
+}
+
+function describe(
+  source: Source,
+  setting: Setting<unknown>,
+  envName: string | undefined,
+  yamlPath?: string,
+): string {
   switch (source) {
     case "flag":
       return `--${setting.flag!.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase())}`;
     case "env":
-      return setting.env!;
+      return envName!;
     case "skulk.yaml":
       return yamlPath ?? "skulk.yaml";
     case "default":
@@ -61,24 +75,30 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
     let raw: unknown;
     let source: Source = "default";
     const fromFlag = s.flag === undefined ? undefined : inputs.flags[s.flag];
-    const fromEnv = s.env === undefined ? undefined : inputs.env[s.env];
-    const fromYaml = yamlValue(inputs.yaml, s.key);
+    const fromEnv = fromEnvironment(s, inputs.env);
+    const fromYaml = s.fileless ? undefined : yamlValue(inputs.yaml, s.key);
     if (fromFlag !== undefined && !(Array.isArray(fromFlag) && fromFlag.length === 0)) {
       [raw, source] = [fromFlag, "flag"];
-    } else if (fromEnv !== undefined && fromEnv !== "") [raw, source] = [fromEnv, "env"];
+    } else if (fromEnv !== undefined) [raw, source] = [fromEnv.value, "env"];
     else if (fromYaml !== undefined) [raw, source] = [fromYaml, "skulk.yaml"];
-    else raw = typeof s.default === "function" ? (s.default as () => unknown)() : s.default;
+    else raw = typeof s.default === "function" ? (s.default as (env: Env) => unknown)(inputs.env) : s.default;
     const parsed = s.schema.safeParse(raw);
     if (!parsed.success) {
       const why = parsed.error.issues.map((i) => i.message).join("; ");
       const shown = s.secret ? '"(hidden)"' : JSON.stringify(raw);
-      problems.push(`${s.key} (from ${describe(source, s, inputs.yamlPath)} = ${shown}): ${why}`);
+      problems.push(
+        `${s.key} (from ${describe(source, s, fromEnv?.name, inputs.yamlPath)} = ${shown}): ${why}`,
+      );
       continue;
     }
     config[name] = parsed.data;
     sources[name] = source;
   }
-  const known = new Set(Object.values(SETTINGS).map((s) => s.key.split(".")[0]));
+  const known = new Set(
+    (Object.values(SETTINGS) as Setting<unknown>[]).filter((s) => !s.fileless).map((s) =>
+      s.key.split(".")[0]
+    ),
+  );
   // Upstream sections we carry but do not act on yet are accepted so a shared skulk.yaml still loads.
   for (const s of ["model_store", "inference", "tracing", "connectivity", "hf_token"]) known.add(s);
   if (inputs.yaml && typeof inputs.yaml === "object") {
@@ -93,10 +113,7 @@ export function resolveConfig(inputs: ConfigInputs): { config: Config; sources: 
 }
 
 /** The config file: --config, else SKULK_CONFIG, else ./skulk.yaml (upstream reads it from the CWD). */
-export function configPath(
-  flags: Record<string, unknown>,
-  env: Record<string, string | undefined>,
-): { path: string; explicit: boolean } {
+export function configPath(flags: Record<string, unknown>, env: Env): { path: string; explicit: boolean } {
   const explicit = (flags.config as string | undefined) ?? env.SKULK_CONFIG;
   return explicit ? { path: explicit, explicit: true } : { path: "skulk.yaml", explicit: false };
 }
@@ -116,9 +133,10 @@ export function readYaml(path: string, explicit: boolean): unknown {
   }
 }
 
+/** The one place the process environment is read: every setting, its variable, skulk.yaml and default. */
 export function loadConfig(
   flags: Record<string, unknown>,
-  env = Deno.env.toObject(),
+  env: Env = Deno.env.toObject(),
 ): { config: Config; sources: Record<string, Source>; yamlPath: string } {
   const { path, explicit } = configPath(flags, env);
   const yaml = readYaml(path, explicit);

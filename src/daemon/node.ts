@@ -3,12 +3,17 @@
  * starts telemetry and the API, and shuts all of it down in reverse order on SIGINT/SIGTERM.
  */
 import { type AppExtras, createApp } from "../api/app.ts";
+import { CommandDesk } from "../app/desk.ts";
+import { decidePorts } from "../app/ports.ts";
 import { firstIpv4 } from "../api/routes/node.ts";
 import { EventLog } from "../cluster/log.ts";
+import type { ClusterState } from "../cluster/state.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
+import { withClusterConfig } from "../config/edit.ts";
 import type { Config } from "../config/schema.ts";
 import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
+import { engineSettings } from "../engines/settings.ts";
 import { logger } from "../log/mod.ts";
 import { Catalog } from "../models/catalog.ts";
 import { followCustomCardEvents, loadCustomCardsInto } from "../models/custom.ts";
@@ -17,6 +22,7 @@ import { loadOrCreateIdentity } from "../node/identity.ts";
 import { acquireLock } from "../node/lock.ts";
 import { openStore } from "../store/db.ts";
 import { recordHistory, recordNode } from "../store/history.ts";
+import { runningOf } from "../serving/running.ts";
 import { Collector } from "../telemetry/collect.ts";
 import { VERSION } from "../version.ts";
 import { Worker } from "../worker/worker.ts";
@@ -55,6 +61,22 @@ export class PortInUse extends Error {
   }
 }
 
+/**
+ * Keeps `ctx.config` the node's own settings with the cluster-scope values of the log over them: at start
+ * (a restarted node keeps what the cluster set) and on every `ClusterConfigChanged` or snapshot reset.
+ * The planes read `ctx.config` when they act, so a change applies while running.
+ */
+function followClusterConfig(ctx: NodeContext): void {
+  const own = { ...ctx.config };
+  const apply = (state: ClusterState) =>
+    Object.assign(ctx.config, withClusterConfig(own, state.clusterConfig ?? {}));
+  apply(ctx.log.state);
+  ctx.log.onApplied((ie, _before, after) => {
+    if ("ClusterConfigChanged" in ie.event) apply(after);
+  });
+  ctx.log.onReset(apply);
+}
+
 export async function startNode(opts: StartOptions): Promise<RunningNode> {
   const { config } = opts;
   const lock = acquireLock(config.dataDir, config.apiHost, config.apiPort);
@@ -91,6 +113,8 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
       },
       whenCaughtUp: () => Promise.resolve(),
     };
+    ctx.commands = new CommandDesk(decidePorts(ctx));
+    followClusterConfig(ctx);
     await loadCustomCardsInto(store.db, ctx.catalog);
     followCustomCardEvents(eventLog, store.db, ctx.catalog);
     return await serve(ctx, lock, opts);
@@ -136,13 +160,14 @@ async function serve(
   // Telemetry: the local reading, refreshed on a timer; the version counter makes it last-write-wins.
   // Versions start from the clock so a restarted node's readings replace those of its previous run.
   let version = Date.now();
-  const found = config.worker ? await findEngines() : null;
+  const engines = engineSettings(config);
+  const found = config.worker ? await findEngines(engines) : null;
   const engine = found && {
     llamaServer: found.llamaServer,
     llamaCppBuild: found.build,
     // A node without ggml-rpc-server cannot lend memory, whatever its build speaks.
     rpcProtocol: found.rpcServer ? found.rpcProtocol : null,
-    backends: [...backendTags(found), ...speechBackendTags()],
+    backends: [...backendTags(found), ...speechBackendTags(engines)],
   };
   const wildcard = config.apiHost === "0.0.0.0" || config.apiHost === "::";
   const apiAddress = `${wildcard ? firstIpv4() ?? shownHost : shownHost}:${port}`;
@@ -156,7 +181,11 @@ async function serve(
     memoryLimit: config.memoryLimit,
   });
   const sample = async () => {
-    const reading = await collector.read();
+    const reading = {
+      ...await collector.read(),
+      running: runningOf(ctx).driven(ctx.nodeId),
+      links: ctx.cluster?.links() ?? [],
+    };
     version = Math.max(version + 1, Date.now());
     ctx.telemetry.offer(reading, version, Date.now());
     return reading;

@@ -14,6 +14,7 @@ export function daemonPlanes(config: Config): Plane[] {
   const planes: Plane[] = [clusterPlane(config), new TelemetryHistoryPlane(), downloadPlane(config)];
   if (config.worker) planes.push(new Worker());
   planes.push(new Healer());
-  if (config.defaultModel) planes.push(new DefaultModel(config.defaultModel));
+  // Read when the plane starts: by then the node's log has laid the cluster's default model over its own.
+  planes.push(new DefaultModel(() => config.defaultModel));
   return planes;
 }

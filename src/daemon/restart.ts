@@ -1,5 +1,5 @@
 /**
- * Restarting the daemon from the API. Under a supervisor (SKULK_SUPERVISED=1: systemd, launchd) the node
+ * Restarting the daemon from the API. Under a supervisor (node.supervised, SKULK_SUPERVISED=1: systemd, launchd) the node
  * stops cleanly and exits 75 so the supervisor starts it again; otherwise it stops cleanly and re-executes
  * its own command line detached. Either way it comes back on the same data dir, so with the same node id.
  */
@@ -9,7 +9,7 @@ import type { RunningNode } from "./node.ts";
 /** The exit code a supervisor treats as "start me again" (EX_TEMPFAIL, as upstream uses). */
 export const RESTART_EXIT_CODE = 75;
 
-export function restartHook(node: RunningNode, env = Deno.env.toObject()) {
+export function restartHook(node: RunningNode, supervised: boolean) {
   let pending = false;
   return {
     /** Starts a restart shortly (so the HTTP answer leaves first); false when one is already pending. */
@@ -22,7 +22,7 @@ export function restartHook(node: RunningNode, env = Deno.env.toObject()) {
     /** After the node stopped: the exit code, having re-executed the daemon when no supervisor will. */
     afterStop: (): number => {
       if (!pending) return 0;
-      if (env.SKULK_SUPERVISED === "1") return RESTART_EXIT_CODE;
+      if (supervised) return RESTART_EXIT_CODE;
       const [cmd, ...args] = ownCommand(Deno.execPath(), Deno.mainModule, Deno.args);
       const child = new Deno.Command(cmd, {
         args,

@@ -6,7 +6,14 @@
 import { createHash } from "node:crypto";
 import { dirname } from "node:path";
 import { DownloadError } from "./errors.ts";
-import { type BodyReader, httpGet, LANDING_BYTES, rawHttpUsable, type RawResponse } from "./http1.ts";
+import {
+  type BodyReader,
+  type HttpClient,
+  httpGet,
+  LANDING_BYTES,
+  rawHttpUsable,
+  type RawResponse,
+} from "./http1.ts";
 import { FileSink } from "./sink.ts";
 
 export interface FetchFileOptions {
@@ -22,6 +29,8 @@ export interface FetchFileOptions {
   onBytes?: (bytesOnDisk: number) => void;
   /** Abort a response that sends nothing for this long (a stalled connection is retried). */
   readTimeoutMs?: number;
+  /** downloads.http_client: `fetch` keeps our HTTP/1.1 client out of the way. */
+  httpClient?: HttpClient;
 }
 
 export interface FetchFileResult {
@@ -145,8 +154,13 @@ function bodyReader(body: ReadableStream<Uint8Array>): BodyReader {
 }
 
 /** The file's GET: our HTTP/1.1 client where it can serve the URL (less CPU per byte), else fetch (proxies). */
-async function get(url: string, headers: Headers, signal?: AbortSignal): Promise<RawResponse> {
-  if (rawHttpUsable(url)) return await httpGet(url, headers, signal);
+async function get(
+  url: string,
+  headers: Headers,
+  signal: AbortSignal | undefined,
+  client: HttpClient,
+): Promise<RawResponse> {
+  if (rawHttpUsable(url, client)) return await httpGet(url, headers, signal);
   const res = await fetch(url, { headers, signal, redirect: "follow" });
   const empty: BodyReader = { read: () => Promise.resolve({ done: true }), cancel: () => {} };
   return {
@@ -166,7 +180,7 @@ async function streamInto(
   if (start > 0) headers.set("range", `bytes=${start}-`);
   let res: RawResponse;
   try {
-    res = await get(o.url, headers, o.signal);
+    res = await get(o.url, headers, o.signal, o.httpClient ?? "auto");
   } catch (e) {
     if (o.signal?.aborted) throw o.signal.reason ?? e;
     throw new DownloadError(`request failed: ${(e as Error).message}`, "retry");

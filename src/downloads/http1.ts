@@ -28,17 +28,20 @@ export const LANDING_BYTES = 1 << 20;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 const PROXY_VARS = ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"];
 
+/** downloads.http_client: `auto` (this client where it can serve the URL) or `fetch` always. */
+export type HttpClient = "auto" | "fetch";
+
 /**
  * This client serves plain http(s) URLs where no proxy is configured (fetch honours proxies; this does not)
- * and `SKULK_DOWNLOAD_HTTP=fetch` does not ask for fetch (a way out should a server need what this lacks).
+ * and the `client` setting does not ask for fetch (a way out should a server need what this lacks).
  */
 export function rawHttpUsable(
   url: string,
+  client: HttpClient,
   env: Record<string, string | undefined> = Deno.env.toObject(),
 ): boolean {
   const scheme = new URL(url).protocol;
-  return (scheme === "http:" || scheme === "https:") && !PROXY_VARS.some((v) => env[v]) &&
-    env.SKULK_DOWNLOAD_HTTP !== "fetch";
+  return (scheme === "http:" || scheme === "https:") && !PROXY_VARS.some((v) => env[v]) && client !== "fetch";
 }
 
 type Conn = Deno.TcpConn | Deno.TlsConn;

@@ -2,6 +2,7 @@
  * The node's download manager: `ensure(card, shard)` brings a model's files onto disk (hub listing, offline
  * check, disk check, parallel resumable fetches with retries) and reports progress; `cancel` and `remove` undo it.
  */
+import type { HttpClient } from "./http1.ts";
 import { dirname, join } from "node:path";
 import type { DownloadProgress } from "../cluster/downloads.ts";
 import type { ShardMetadata } from "../cluster/instances.ts";
@@ -46,6 +47,8 @@ export interface DownloadManagerOptions {
   freeSpace?: FreeSpaceProbe;
   throttle?: progress.ThrottleRule;
   readTimeoutMs?: number;
+  /** downloads.http_client (default `auto`). */
+  httpClient?: HttpClient;
   now?: () => number;
   /** Puts a finished file on disk for good (fdatasync + directory fsync); tests pass one that never returns. */
   syncToDisk?: (path: string) => Promise<void>;
@@ -102,6 +105,7 @@ export class DownloadManager {
       freeSpace: statfsFree,
       throttle: progress.DEFAULT_THROTTLE,
       readTimeoutMs: 60_000,
+      httpClient: "auto",
       now: Date.now,
       ...options,
     };
@@ -545,6 +549,7 @@ export class DownloadManager {
             headers: this.#o.hub.headers(),
             signal,
             readTimeoutMs: this.#o.readTimeoutMs,
+            httpClient: this.#o.httpClient,
             onBytes: (n) => {
               tallies[i].downloaded = n;
               tick();

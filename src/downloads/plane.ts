@@ -1,5 +1,5 @@
 /**
- * The downloads plane: builds the node's DownloadManager from config and environment, publishes its
+ * The downloads plane: builds the node's DownloadManager from its config, publishes its
  * progress as `NodeDownloadProgress` events, keeps `download_failures` in step, and re-advertises disk at start.
  */
 import type { Config } from "../config/schema.ts";
@@ -8,7 +8,7 @@ import { downloadModelId } from "../cluster/downloads.ts";
 import type { Plane } from "../daemon/node.ts";
 import { logger } from "../log/mod.ts";
 import { modelsDir } from "../worker/model-files.ts";
-import { HubClient, hubOptionsFromEnv } from "../models/hub.ts";
+import { HubClient, hubOptions } from "../models/hub.ts";
 import type { NodeContext } from "../node/context.ts";
 import { isDiskFailure } from "./disk.ts";
 import { clearFailures, failureRecorder, openFailures } from "./failures.ts";
@@ -17,36 +17,22 @@ import { DEFAULT_RETRY } from "./retry.ts";
 
 const log = logger("downloads");
 
-const truthy = (v: string | undefined) =>
-  v !== undefined && ["1", "true", "yes", "on"].includes(v.trim().toLowerCase());
+export type DownloadSettings = Pick<
+  Config,
+  "offline" | "downloadMaxFiles" | "downloadAttempts" | "downloadRetryBaseMs" | "downloadHttp"
+>;
 
-/** Offline when either upstream's `SKULK_OFFLINE` or huggingface_hub's `HF_HUB_OFFLINE` says so. */
-export function offlineFromEnv(env: Record<string, string | undefined>): boolean {
-  return truthy(env.HF_HUB_OFFLINE) || truthy(env.SKULK_OFFLINE);
-}
-
-function positiveInt(v: string | undefined, fallback: number): number {
-  const n = Number(v);
-  return Number.isInteger(n) && n > 0 ? n : fallback;
-}
-
-/** Manager settings from the environment (the parallel-file cap and the retry backoff are tunable there). */
-export function managerSettings(env: Record<string, string | undefined>) {
+/** The manager's tunables from the resolved Config (offline mode, parallel files, retry backoff, HTTP client). */
+export function managerSettings(config: DownloadSettings) {
   return {
-    offline: offlineFromEnv(env),
-    maxParallelFiles: positiveInt(env.SKULK_DOWNLOAD_MAX_FILES, 8),
-    retry: {
-      ...DEFAULT_RETRY,
-      attempts: positiveInt(env.SKULK_DOWNLOAD_ATTEMPTS, DEFAULT_RETRY.attempts),
-      baseMs: positiveInt(env.SKULK_DOWNLOAD_RETRY_BASE_MS, DEFAULT_RETRY.baseMs),
-    },
+    offline: config.offline,
+    maxParallelFiles: config.downloadMaxFiles,
+    retry: { ...DEFAULT_RETRY, attempts: config.downloadAttempts, baseMs: config.downloadRetryBaseMs },
+    httpClient: config.downloadHttp,
   };
 }
 
-export function downloadPlane(
-  config: Config,
-  env: Record<string, string | undefined> = Deno.env.toObject(),
-): Plane {
+export function downloadPlane(config: Config): Plane {
   let manager: DownloadManager | undefined;
   return {
     name: "downloads",
@@ -56,8 +42,8 @@ export function downloadPlane(
       manager = new DownloadManager({
         nodeId: ctx.nodeId,
         modelsDir: modelsDir(config),
-        hub: new HubClient(hubOptionsFromEnv(env)),
-        ...managerSettings(env),
+        hub: new HubClient(hubOptions(config)),
+        ...managerSettings(config),
         emit: (p) => ctx.submit(makeEvent("NodeDownloadProgress", { downloadProgress: p })),
         currentRecord: (modelId) =>
           (ctx.log.state.downloads[ctx.nodeId] ?? []).find((p) => downloadModelId(p) === modelId),

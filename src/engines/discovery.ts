@@ -3,6 +3,7 @@
  * cache; `ggml-rpc-server` from `SKULK_RPC_SERVER_BIN`, else next to llama-server. Reports their build.
  */
 import { z } from "zod";
+import type { EngineSettings } from "./settings.ts";
 
 export const BuildInfoSchema = z.object({
   llamaCppCommit: z.string(),
@@ -21,10 +22,6 @@ export interface EngineFound {
   rpcProtocol: string | null;
 }
 
-export function cacheDir(env: Record<string, string | undefined> = Deno.env.toObject()): string {
-  return env.SKULK_CACHE_DIR ?? `${env.XDG_CACHE_HOME ?? `${env.HOME ?? "."}/.cache`}/skulk`;
-}
-
 export function isExecutable(path: string): boolean {
   try {
     const st = Deno.statSync(path);
@@ -34,15 +31,15 @@ export function isExecutable(path: string): boolean {
   }
 }
 
-function onPath(name: string, env: Record<string, string | undefined>): string | null {
-  for (const dir of (env.PATH ?? "").split(":")) {
+export function onPath(name: string, path: string): string | null {
+  for (const dir of path.split(":")) {
     if (dir && isExecutable(`${dir}/${name}`)) return `${dir}/${name}`;
   }
   return null;
 }
 
-function fromCache(env: Record<string, string | undefined>): string | null {
-  const dir = `${cacheDir(env)}/engines`;
+function fromCache(cacheDir: string): string | null {
+  const dir = `${cacheDir}/engines`;
   try {
     const builds = [...Deno.readDirSync(dir)].filter((e) => e.isDirectory).map((e) => `${dir}/${e.name}`)
       .filter((d) => isExecutable(`${d}/bin/llama-server`))
@@ -85,18 +82,18 @@ export class EngineNotFound extends Error {
 }
 
 export async function findEngines(
-  env: Record<string, string | undefined> = Deno.env.toObject(),
+  s: Pick<EngineSettings, "llamaServerBin" | "rpcServerBin" | "cacheDir" | "path">,
 ): Promise<EngineFound> {
   let source: EngineFound["source"] = null;
   let llamaServer: string | null = null;
-  if (env.SKULK_LLAMA_SERVER_BIN) {
-    llamaServer = isExecutable(env.SKULK_LLAMA_SERVER_BIN) ? env.SKULK_LLAMA_SERVER_BIN : null;
+  if (s.llamaServerBin) {
+    llamaServer = isExecutable(s.llamaServerBin) ? s.llamaServerBin : null;
     source = llamaServer ? "env" : null;
-  } else if ((llamaServer = onPath("llama-server", env))) source = "path";
-  else if ((llamaServer = fromCache(env))) source = "cache";
+  } else if ((llamaServer = onPath("llama-server", s.path))) source = "path";
+  else if ((llamaServer = fromCache(s.cacheDir))) source = "cache";
   let rpcServer: string | null = null;
-  if (env.SKULK_RPC_SERVER_BIN) {
-    rpcServer = isExecutable(env.SKULK_RPC_SERVER_BIN) ? env.SKULK_RPC_SERVER_BIN : null;
+  if (s.rpcServerBin) {
+    rpcServer = isExecutable(s.rpcServerBin) ? s.rpcServerBin : null;
   } else if (llamaServer) {
     const dir = llamaServer.replace(/\/[^/]+$/, "");
     rpcServer = [`${dir}/ggml-rpc-server`, `${dir}/rpc-server`].find(isExecutable) ?? null;

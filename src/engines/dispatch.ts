@@ -9,18 +9,19 @@ import { findSherpaOnnx, sherpaProcess } from "./sherpa/engine.ts";
 import { readVoiceDir, type VoiceDir, VoiceDirError } from "./sherpa/voice-dir.ts";
 import { llamaServerProcess } from "./llama-server.ts";
 import type { EngineProcess, ProcessRegistry } from "./process.ts";
+import type { EngineSettings } from "./settings.ts";
 import { findWhisperServer, whisperServerProcess } from "./whisper-server.ts";
 import { type EngineKind, engineKindFor } from "./kind.ts";
 
 export { type EngineKind, engineKindFor };
 
 /** Backend tags for the speech engines this node has (`whisper_cpp`, `espeak_ng`, `sherpa_onnx`), advertised like llama.cpp's. */
-export function speechBackendTags(env: Record<string, string | undefined> = Deno.env.toObject()): string[] {
+export function speechBackendTags(s: EngineSettings): string[] {
   const tags: string[] = [];
-  const whisper = findWhisperServer(env);
+  const whisper = findWhisperServer(s);
   if (whisper) tags.push("whisper_cpp", `whisper_cpp-${whisperBackend(whisper)}`);
-  if (findEspeak(env)) tags.push("espeak_ng", "espeak_ng-cpu");
-  if (findSherpaOnnx(env)) tags.push("sherpa_onnx", "sherpa_onnx-cpu");
+  if (findEspeak(s)) tags.push("espeak_ng", "espeak_ng-cpu");
+  if (findSherpaOnnx(s)) tags.push("sherpa_onnx", "sherpa_onnx-cpu");
   return tags;
 }
 
@@ -62,18 +63,19 @@ export interface LlamaExtras {
   verbosity?: number;
 }
 
-/** Prepares the card's engine; `files` finds (or downloads) what the engine loads. */
+/** Prepares the card's engine from this node's engine settings; `files` finds (or downloads) what it loads. */
 export async function prepareEngine(
   card: ModelCard,
   contextTokens: number,
   files: ModelFiles,
+  settings: EngineSettings,
   llama: LlamaExtras = {},
 ): Promise<PreparedEngine | { error: string }> {
   const chosen = engineKindFor(card);
   if ("error" in chosen) return chosen;
   switch (chosen.kind) {
     case "espeak-ng": {
-      const bin = findEspeak();
+      const bin = findEspeak(settings);
       if (!bin) {
         return {
           error:
@@ -83,7 +85,7 @@ export async function prepareEngine(
       return { kind: "espeak-ng", process: null, command: bin };
     }
     case "sherpa-onnx": {
-      if (!findSherpaOnnx()) {
+      if (!findSherpaOnnx(settings)) {
         return {
           error:
             "sherpa-onnx was not found on this node: the npm package sherpa-onnx-node installed no native build for this platform",
@@ -98,8 +100,7 @@ export async function prepareEngine(
         if (e instanceof VoiceDirError) return { error: e.message };
         throw e;
       }
-      // Operators can keep cores for the node; onnxruntime's default here is one thread per voice.
-      const threads = Number(Deno.env.get("SKULK_SHERPA_THREADS")) || 1;
+      const threads = settings.sherpaThreads;
       return {
         kind: "sherpa-onnx",
         command: null,
@@ -108,7 +109,7 @@ export async function prepareEngine(
       };
     }
     case "whisper-server": {
-      const bin = findWhisperServer();
+      const bin = findWhisperServer(settings);
       if (!bin) {
         return {
           error:
@@ -124,7 +125,7 @@ export async function prepareEngine(
       };
     }
     case "llama-server": {
-      const engines = await findEngines();
+      const engines = await findEngines(settings);
       if (!engines.llamaServer) {
         return {
           error:
@@ -159,8 +160,7 @@ export async function prepareEngine(
             mmproj,
             rpc: llama.rpc,
             verbosity: llama.verbosity,
-            // Operators can keep cores free for other work; llama.cpp's default is every core.
-            threads: Number(Deno.env.get("SKULK_LLAMA_THREADS")) || undefined,
+            threads: settings.llamaThreads ?? undefined,
           }, registry),
       };
     }

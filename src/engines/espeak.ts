@@ -3,6 +3,7 @@
  * request only), bounded in time and in how many run at once. Speaks 16-bit mono PCM at 22050 Hz.
  */
 import { shortLivedArgv } from "./lifeline.ts";
+import type { EngineSettings } from "./settings.ts";
 
 export const ESPEAK_SAMPLE_RATE = 22050;
 const DEFAULT_WPM = 175;
@@ -18,10 +19,10 @@ export interface EspeakVoice {
   aliases: string[];
 }
 
-export function findEspeak(env: Record<string, string | undefined> = Deno.env.toObject()): string | null {
-  const candidates = env.SKULK_ESPEAK_BIN
-    ? [env.SKULK_ESPEAK_BIN]
-    : (env.PATH ?? "").split(":").filter(Boolean).map((d) => `${d}/espeak-ng`);
+export function findEspeak(s: Pick<EngineSettings, "espeakBin" | "path">): string | null {
+  const candidates = s.espeakBin
+    ? [s.espeakBin]
+    : s.path.split(":").filter(Boolean).map((d) => `${d}/espeak-ng`);
   for (const p of candidates) {
     try {
       if (Deno.statSync(p).isFile) return p;

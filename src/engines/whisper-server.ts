@@ -2,7 +2,8 @@
  * whisper.cpp's whisper-server as a supervised engine: found through SKULK_WHISPER_SERVER_BIN, PATH or the
  * build cache (scripts/build-whisper); bound to 127.0.0.1 on a band port; ready when GET / answers.
  */
-import { cacheDir, isExecutable } from "./discovery.ts";
+import { isExecutable, onPath } from "./discovery.ts";
+import type { EngineSettings } from "./settings.ts";
 import { answersOk, EngineProcess, type ProcessRegistry } from "./process.ts";
 
 export interface WhisperServerOptions {
@@ -21,15 +22,12 @@ export function whisperServerArgs(o: WhisperServerOptions): string[] {
 
 /** The whisper-server binary this node runs, or null. */
 export function findWhisperServer(
-  env: Record<string, string | undefined> = Deno.env.toObject(),
+  s: Pick<EngineSettings, "whisperServerBin" | "cacheDir" | "path">,
 ): string | null {
-  if (env.SKULK_WHISPER_SERVER_BIN) {
-    return isExecutable(env.SKULK_WHISPER_SERVER_BIN) ? env.SKULK_WHISPER_SERVER_BIN : null;
-  }
-  for (const dir of (env.PATH ?? "").split(":")) {
-    if (dir && isExecutable(`${dir}/whisper-server`)) return `${dir}/whisper-server`;
-  }
-  const engines = `${cacheDir(env)}/engines`;
+  if (s.whisperServerBin) return isExecutable(s.whisperServerBin) ? s.whisperServerBin : null;
+  const onThePath = onPath("whisper-server", s.path);
+  if (onThePath) return onThePath;
+  const engines = `${s.cacheDir}/engines`;
   try {
     const found = [...Deno.readDirSync(engines)]
       .filter((e) => e.isDirectory && e.name.startsWith("whisper.cpp-"))

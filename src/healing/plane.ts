@@ -97,7 +97,7 @@ export class Healer implements Plane {
     const pending = Object.entries(this.#ctx.log.state.unplaced ?? {});
     if (pending.length === 0) return;
     this.#retrying = true;
-    this.#queue = this.#queue.then(() => this.#retry(pending, joined)).catch((e) => {
+    this.#queue = this.#queue.then(() => this.#inTurn(() => this.#retry(pending, joined))).catch((e) => {
       log.error("retrying lost instances failed: {error}", { error: (e as Error).message });
     }).finally(() => (this.#retrying = false));
   }
@@ -136,6 +136,14 @@ export class Healer implements Plane {
     }
   }
 
+  /**
+   * Healing decides where to place in turn with the master's commands (src/app/desk.ts), so a placement
+   * by a client and one by healing never plan against the same free memory.
+   */
+  #inTurn(f: () => Promise<void>): Promise<void> {
+    return this.#ctx.commands ? this.#ctx.commands.serial(f) : f();
+  }
+
   #baseMs(): number {
     return this.#ctx.config.healRetryBase * 1000;
   }
@@ -160,7 +168,7 @@ export class Healer implements Plane {
     const refusal = refusalOf(ie.event, after);
     if (refusal) {
       const lineage = this.#recovery.get(refusal.instanceId);
-      this.#queue = this.#queue.then(() => this.#recover(refusal, lineage)).catch((e) => {
+      this.#queue = this.#queue.then(() => this.#inTurn(() => this.#recover(refusal, lineage))).catch((e) => {
         log.error("recovering from the refusal of {instanceId} failed: {error}", {
           instanceId: refusal.instanceId,
           error: (e as Error).message,
@@ -173,7 +181,7 @@ export class Healer implements Plane {
       // Taken now: by the time the queue reaches it, later events may have dropped the entry.
       const lineage = this.#lineage.get(b.instanceId);
       const record = recordOf(before, b.instanceId);
-      this.#queue = this.#queue.then(() => this.#heal(b, lineage, record)).catch((e) => {
+      this.#queue = this.#queue.then(() => this.#inTurn(() => this.#heal(b, lineage, record))).catch((e) => {
         log.error("healing {instanceId} failed: {error}", {
           instanceId: b.instanceId,
           error: (e as Error).message,

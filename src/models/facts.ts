@@ -115,7 +115,3 @@ export async function resolveFromHub(card: ModelCard, deps: HubDeps): Promise<Re
     : {};
   return { storageBytes, header };
 }
-
-export function hubEndpoint(env: (k: string) => string | undefined = (k) => Deno.env.get(k)): string {
-  return env("HF_ENDPOINT") || "https://huggingface.co";
-}

@@ -5,8 +5,6 @@
 import { z } from "zod";
 import type { ModelCard } from "./card.ts";
 
-export const DEFAULT_HUB_ENDPOINT = "https://huggingface.co";
-
 /** One file of a repo as the hub lists it; `sha256` is known for LFS files only. */
 export interface HubFile {
   path: string;
@@ -20,15 +18,13 @@ export interface HubOptions {
   revision: string;
 }
 
-/** Reads the hub settings the way huggingface_hub does: HF_ENDPOINT, then HF_TOKEN or `$HF_HOME/token`. */
-export function hubOptionsFromEnv(
-  env: Record<string, string | undefined>,
+/** The hub settings as huggingface_hub has them: hub.endpoint (HF_ENDPOINT), then hf_token or `<hub.home>/token`. */
+export function hubOptions(
+  config: { hubEndpoint: string; hfToken: string | null; hfHome: string },
   readToken = readTokenFile,
 ): HubOptions {
-  const endpoint = (env.HF_ENDPOINT?.trim() || DEFAULT_HUB_ENDPOINT).replace(/\/+$/, "");
-  const home = env.HF_HOME?.trim() || `${env.HOME ?? "."}/.cache/huggingface`;
-  const token = env.HF_TOKEN?.trim() || env.HUGGING_FACE_HUB_TOKEN?.trim() || readToken(`${home}/token`);
-  return { endpoint, token: token || null, revision: "main" };
+  const token = config.hfToken?.trim() || readToken(`${config.hfHome}/token`);
+  return { endpoint: config.hubEndpoint.replace(/\/+$/, ""), token: token || null, revision: "main" };
 }
 
 function readTokenFile(path: string): string | null {

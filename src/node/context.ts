@@ -2,6 +2,7 @@
  * What a running node holds, as the API and the planes see it. The daemon builds it; handlers and
  * tests receive it, so a route never reaches for globals.
  */
+import type { CommandDesk } from "../app/desk.ts";
 import type { Event } from "../cluster/events.ts";
 import type { EventLog } from "../cluster/log.ts";
 import type { ClusterHandle } from "../cluster/plane.ts";
@@ -46,6 +47,8 @@ export interface NodeContext {
     /** The node's Silero VAD child, for realtime sessions that ask for it. */
     vad(): VadHost;
   };
+  /** Set by the daemon: decides commands one at a time while this node is the master (src/app/desk.ts). */
+  commands?: CommandDesk;
   /** Set by the cluster plane while it runs: what the peer routes call. */
   cluster?: ClusterHandle;
   /** Set by the downloads plane: fetches model files onto this node (the worker calls `ensure` for driver shards). */

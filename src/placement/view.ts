@@ -132,16 +132,19 @@ function downloadFraction(p: DownloadProgress): number {
 const LOADED: ReadonlySet<string> = new Set(["RunnerReady", "RunnerRunning"]);
 
 /**
- * Memory an instance holds on each of its nodes before its engine loads: telemetry shows it only once
- * loaded. Donors and driver are charged their share of the weights; layers tell the share.
+ * Memory an instance holds on each of its nodes, split by whether its engine has loaded there: telemetry
+ * shows a loaded engine's memory (so only `pending` is reserved), except under a memory limit (see
+ * buildClusterView). Donors and driver are charged their share of the weights; layers tell the share.
  */
-function pendingReservations(instance: Instance, runners: Record<string, RunnerStatus>): Map<string, number> {
+function footprints(
+  instance: Instance,
+  runners: Record<string, RunnerStatus>,
+): Map<string, { bytes: number; loaded: boolean }> {
   const body = instanceBody(instance);
-  const out = new Map<string, number>();
+  const out = new Map<string, { bytes: number; loaded: boolean }>();
   const nodes = Object.entries(body.shardAssignments.nodeToRunner);
   for (const [nodeId, runnerId] of nodes) {
     const status = runners[runnerId];
-    if (status && LOADED.has(Object.keys(status)[0])) continue;
     const shard = Object.values(body.shardAssignments.runnerToShard[runnerId] ?? {})[0];
     if (!shard) continue;
     let card;
@@ -155,7 +158,10 @@ function pendingReservations(instance: Instance, runners: Record<string, RunnerS
       ? 1 / nodes.length
       : (shard.endLayer - shard.startLayer) / shard.nLayers;
     const tokens = body.contextTokenLimit ?? admissionTokens(card);
-    out.set(nodeId, shardFootprint(card, storage, fraction, tokens));
+    out.set(nodeId, {
+      bytes: shardFootprint(card, storage, fraction, tokens),
+      loaded: Boolean(status && LOADED.has(Object.keys(status)[0])),
+    });
   }
   return out;
 }
@@ -184,10 +190,12 @@ export function buildClusterView(
   opts: ViewOptions,
 ): ClusterView {
   const reserved = new Map<string, number>();
+  const lent = new Map<string, number>();
   const portsInUse: number[] = [];
   for (const inst of Object.values(state.instances)) {
-    for (const [node, bytes] of pendingReservations(inst, state.runners)) {
-      reserved.set(node, (reserved.get(node) ?? 0) + bytes);
+    for (const [node, { bytes, loaded }] of footprints(inst, state.runners)) {
+      const into = loaded ? lent : reserved;
+      into.set(node, (into.get(node) ?? 0) + bytes);
     }
     portsInUse.push(...listenerPorts(inst));
   }
@@ -197,7 +205,12 @@ export function buildClusterView(
       ? [...new Set(r.engine.backends.map(normalizeCompute).filter((c): c is string => c !== null))]
       : ["cpu"];
     if (computes.length === 0) computes.push("cpu");
-    const { usable, kind } = usableMemory(r, computes);
+    const { usable: measured, kind } = usableMemory(r, computes);
+    // A node lending at most `memoryLimit` reports RAM capped at it, which stays flat while its engines
+    // load: what they hold is taken from the limit here, so a second model is never booked onto it.
+    const usable = r.memoryLimit !== undefined && kind !== "discrete"
+      ? Math.max(0, Math.min(measured, r.memoryLimit - (lent.get(nodeId) ?? 0)))
+      : measured;
     const addresses = (r.network?.interfaces ?? [])
       .filter((i) => isRoutableIpv4(i.ipAddress))
       .map((i) => ({ ip: i.ipAddress, type: isVpnAddress(i.ipAddress) ? "vpn" as const : i.interfaceType }))

@@ -21,8 +21,6 @@ export const REALTIME_LIMITS = {
   maxEventBytes: 1 << 20,
   /** Longest uncommitted buffer before the server commits it itself. */
   maxBufferSeconds: 120,
-  /** A session with no client event for this long is closed (code 4408). */
-  idleMs: Number(Deno.env.get("SKULK_REALTIME_IDLE_MS") ?? 300_000),
   /** Shortest audio a commit accepts (OpenAI refuses under 100 ms too). */
   minCommitMs: 100,
 } as const;

@@ -17,7 +17,6 @@ import { resolveTarget } from "./target.ts";
 
 export const WHISPER_RATE = 16_000;
 /** Requests allowed to wait for one whisper-server before the next is refused with 503. */
-export const MAX_QUEUED = Number(Deno.env.get("SKULK_SPEECH_MAX_QUEUED") ?? 16);
 
 export type SpeechRoute = { local: LocalRunner; card: ModelCard } | { remote: string; card: ModelCard };
 
@@ -81,13 +80,13 @@ export function routeSpeech(ctx: NodeContext, modelId: string, want: "tts" | "st
   return { local: runner, card };
 }
 
-/** One request at a time per engine, at most MAX_QUEUED waiting; the queue depth is visible for /metrics-like use. */
+/** One request at a time per engine, at most `maxQueued` waiting; the queue depth is visible for /metrics-like use. */
 class SerialQueue {
   #tail: Promise<unknown> = Promise.resolve();
   waiting = 0;
 
-  run<T>(job: () => Promise<T>): Promise<T> {
-    if (this.waiting >= MAX_QUEUED) {
+  run<T>(job: () => Promise<T>, maxQueued: number): Promise<T> {
+    if (this.waiting >= maxQueued) {
       throw new ApiError(
         503,
         `the transcription engine is busy (${this.waiting} requests already waiting); retry shortly`,
@@ -114,6 +113,8 @@ export interface TranscribeOptions {
   prompt?: string;
   temperature?: number;
   signal?: AbortSignal;
+  /** speech.max_queued: requests that may wait for a whisper-server at once; one more is refused. */
+  maxQueued: number;
 }
 
 const WhisperError = z.looseObject({ error: z.string() });
@@ -205,7 +206,7 @@ function transcribeWithWhisper(
       );
     }
     return fromWhisperVerbose(json, o.task, duration);
-  });
+  }, o.maxQueued);
 }
 
 /** Longest transcript asked of an audio LLM (whisper's own decoder stops at 224 tokens per 30 s window). */

@@ -183,6 +183,7 @@ export class Collector {
       network: { interfaces: ifaces },
       disk: disk && { total: bytes(disk.total), available: bytes(disk.available), path: disk.path },
       engine: o.engine ?? null,
+      ...(o.memoryLimit ? { memoryLimit: o.memoryLimit } : {}),
     };
   }
 

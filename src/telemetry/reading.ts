@@ -4,6 +4,7 @@
  */
 import { z } from "zod";
 import { MemorySchema } from "../cluster/tagged.ts";
+import { MAX_REPORTED, RunningRequestSchema } from "../serving/running.ts";
 
 export const NodeIdentityInfoSchema = z.object({
   modelId: z.string(),
@@ -94,6 +95,20 @@ export const EngineInfoSchema = z.object({
   backends: z.array(z.string()),
 }).strict();
 
+/** A measured link from this node to a peer: the round trip of its last gossip exchange with it. */
+export const LinkSchema = z.object({
+  nodeId: z.string(),
+  /** The peer's API address the exchange went to ("host:port"). */
+  address: z.string(),
+  rttMs: z.number().nonnegative(),
+  /** When it was measured (ms since epoch, this node's clock). */
+  measuredAt: z.number(),
+}).strict();
+export type Link = z.infer<typeof LinkSchema>;
+
+/** Most links one reading carries (a reading is gossiped, so it stays bounded). */
+export const MAX_LINKS = 128;
+
 export const NodeReadingSchema = z.object({
   nodeId: z.string(),
   /** Where the node's API answers, for peers and the data plane ("host:port"). */
@@ -105,5 +120,14 @@ export const NodeReadingSchema = z.object({
   network: NodeNetworkInfoSchema.nullable(),
   disk: NodeDiskInfoSchema.nullable(),
   engine: EngineInfoSchema.nullable(),
+  /**
+   * Ours, only when set: `node.memory_limit`, the most RAM this node lends in all. `memory` is capped at it,
+   * which cannot show what loaded engines use, so the planner subtracts their footprints from it.
+   */
+  memoryLimit: z.number().int().positive().optional(),
+  /** Requests this node's engines generate now (ours; optional so older peers still parse). */
+  running: z.array(RunningRequestSchema).max(MAX_REPORTED).optional(),
+  /** Peers this node exchanged gossip with lately, with the measured round trip (ours; optional likewise). */
+  links: z.array(LinkSchema).max(MAX_LINKS).optional(),
 }).strict();
 export type NodeReading = z.infer<typeof NodeReadingSchema>;

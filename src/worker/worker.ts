@@ -17,6 +17,7 @@ import { rpcServerProcess } from "../engines/rpc-server.ts";
 import type { VoiceDir } from "../engines/sherpa/voice-dir.ts";
 import { sherpaProcess } from "../engines/sherpa/engine.ts";
 import { VadHost } from "../engines/sherpa/vad.ts";
+import { engineSettings } from "../engines/settings.ts";
 import { EngineFailed, type EngineProcess } from "../engines/process.ts";
 import { PortAllocator } from "../engines/ports.ts";
 import { configureLifeline } from "../engines/lifeline.ts";
@@ -107,7 +108,7 @@ export class Worker implements Plane {
       );
       engine.onDeath((reason) => log.warn("the Silero VAD child died: {reason}", { reason }));
       return { engine, port, release: () => this.#ports.release(port) };
-    });
+    }, engineSettings(this.#ctx.config));
     return this.#vad;
   }
 
@@ -217,7 +218,7 @@ export class Worker implements Plane {
       // node's own reading now, so a forged or stale event never opens the unauthenticated RPC port.
       const unsafe = bindRefusal(role.host, reportedAddresses(self?.reading.network));
       if (unsafe) return this.#fail(runner, `ggml-rpc-server was not started: ${unsafe}`);
-      const engines = await findEngines();
+      const engines = await findEngines(engineSettings(this.#ctx.config));
       if (!engines.rpcServer) {
         return this.#fail(
           runner,
@@ -252,6 +253,7 @@ export class Worker implements Plane {
         file: () => obtainModelFile(this.#ctx, card, shard, runner.abort.signal),
         dir: () => obtainModelDir(this.#ctx, card, shard, runner.abort.signal),
       },
+      engineSettings(this.#ctx.config),
       // The load log then names each RPC device and its share ("RPC0[host:port] model buffer size").
       role.kind === "driver" ? { rpc: role.endpoints, verbosity: 4 } : {},
     );

@@ -6,6 +6,8 @@
 import { makeEvent } from "../../src/cluster/events.ts";
 import { type Instance, instanceBody } from "../../src/cluster/instances.ts";
 import { untag } from "../../src/cluster/tagged.ts";
+import { type Daemon, startDaemon } from "./daemon.ts";
+import { engineBinary } from "./models.ts";
 import { signedPost, waitFor } from "./multinode.ts";
 
 export function localCardWire(modelId: string, ggufPath: string, extra: Record<string, unknown> = {}) {
@@ -173,4 +175,23 @@ export async function placeOnNode(
     timeoutMs,
   );
   return runnerId;
+}
+
+/**
+ * Daemons that can run llama-server (mDNS off, so tests join them by --peer only); `killAll` in the file's
+ * afterAll ends every one started.
+ */
+export function llamaNodes() {
+  const running: Daemon[] = [];
+  return {
+    async start(args: string[] = []): Promise<Daemon> {
+      const d = await startDaemon({
+        args: ["--no-mdns", ...args],
+        env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") },
+      });
+      running.push(d);
+      return d;
+    },
+    killAll: () => Promise.all(running.map((d) => d.kill())),
+  };
 }

@@ -7,7 +7,8 @@ import {
   TINY_CHAT_TEMPLATE,
   type TinyOptions,
   writeTinyModel,
-} from "../../src/models/gguf/tiny.ts";
+} from "../../src/dev/gguf/tiny.ts";
+import { resolveConfig } from "../../src/config/load.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 export const MODELS_DIR = `${ROOT}tests/.tmp/models`;
@@ -48,7 +49,7 @@ export async function tinyModel(opts: TinyOptions = {}): Promise<string> {
     if (Deno.statSync(path).size > 0) return path;
   } catch { /* not made yet */ }
   // writeTinyModel renames into place, so parallel test workers never read a half-written file.
-  await writeTinyModel(path, opts);
+  await writeTinyModel(path, opts, resolveConfig({ flags: {}, env: Deno.env.toObject() }).config);
   return path;
 }
 

@@ -3,9 +3,9 @@
  * model and tiny random Piper voices generated once under tests/.tmp/models, espeak-ng test speech, and
  * speech cards in wire form.
  */
-import { writeTinyAudioProjector } from "../../src/models/gguf/tiny-audio-projector.ts";
-import { writeTinyWhisper } from "../../src/models/whisper/tiny.ts";
-import { writeTinyPiper } from "../../src/models/piper/tiny.ts";
+import { writeTinyAudioProjector } from "../../src/dev/gguf/tiny-audio-projector.ts";
+import { writeTinyWhisper } from "../../src/dev/whisper/tiny.ts";
+import { writeTinyPiper } from "../../src/dev/piper/tiny.ts";
 import { expect } from "vitest";
 import { parseWav, pcm16Bytes, resample, rms } from "../../src/audio/pcm.ts";
 import { MODELS_DIR } from "./models.ts";

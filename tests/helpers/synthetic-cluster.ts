@@ -113,4 +113,4 @@ export function counterIds(prefix = "id"): { newId: () => string } {
 }
 
 /** A small deterministic PRNG (mulberry32) for property tests: the one the tiny-model writer uses. */
-export { rng } from "../../src/models/gguf/tiny.ts";
+export { rng } from "../../src/dev/gguf/tiny.ts";

@@ -4,10 +4,10 @@
  */
 import OpenAI from "openai";
 import { afterAll, describe, expect, it } from "vitest";
-import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
-import { engineBinary, tinyModel } from "../helpers/models.ts";
+import { tinyModel } from "../helpers/models.ts";
 import {
+  llamaNodes,
   localCardWire,
   postInstance,
   runnerTag,
@@ -16,19 +16,9 @@ import {
 } from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/cluster-tiny";
-const running: Daemon[] = [];
-afterAll(async () => {
-  await Promise.all(running.map((d) => d.kill()));
-});
-
-async function node(args: string[] = []): Promise<Daemon> {
-  const d = await startDaemon({
-    args: ["--no-mdns", ...args],
-    env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") },
-  });
-  running.push(d);
-  return d;
-}
+const nodes = llamaNodes();
+const node = nodes.start;
+afterAll(nodes.killAll);
 
 async function chat(url: string): Promise<string> {
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 });

@@ -56,7 +56,7 @@ describe("GET and PUT /config against a real node", () => {
     }
   });
 
-  it("writes a good file, keeping hf_token and logging it was not sent", async () => {
+  it("writes a good file, keeping hf_token and logging it was not sent; a cluster key becomes an event", async () => {
     const res = await fetch(`${node.url}/config`, {
       method: "PUT",
       body: JSON.stringify({
@@ -64,14 +64,25 @@ describe("GET and PUT /config against a real node", () => {
       }),
     });
     expect(res.status).toBe(200);
-    expect(await res.json()).toMatchObject({ success: true, requiresRestart: true });
+    expect(await res.json()).toMatchObject({
+      success: true,
+      requiresRestart: true,
+      cluster: { "cluster.node_timeout_seconds": 45 },
+    });
+    // The node-scope key is in the file; the cluster-scope one is in the cluster's log, not the file.
     expect(parse(Deno.readTextFileSync(file))).toEqual({
       node: { friendly_name: "beta" },
-      cluster: { node_timeout_seconds: 45 },
       hf_token: "hf_do_not_leak",
       logging: { level: "debug" },
     });
     const again = await (await fetch(`${node.url}/config`)).json();
     expect(again.config.node.friendly_name).toBe("beta");
+    expect(again.effective.cluster).toEqual({ "cluster.node_timeout_seconds": 45 });
+    const timeout = again.effective.settings.find((s: { key: string }) =>
+      s.key === "cluster.node_timeout_seconds"
+    );
+    expect(timeout).toMatchObject({ scope: "cluster", running: 45 });
+    const name = again.effective.settings.find((s: { key: string }) => s.key === "node.friendly_name");
+    expect(name).toMatchObject({ scope: "node", running: "alpha" });
   });
 });

@@ -157,6 +157,9 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
       if (direct.ok) {
         await direct.body?.cancel();
         await expect(panel.locator(".preview").count()).resolves.toBeGreaterThan(0);
+        // Options say what would run, never a wire tag.
+        await expect(panel.textContent()).resolves.toContain("llama.cpp on one node");
+        await expect(panel.textContent()).resolves.not.toMatch(/MlxRing|LlamaRpc|MlxJaccl/);
       } else {
         // The node refuses previews (the planner may not be merged): the UI shows the server's own words and a retry.
         const message = (await direct.json()).error.message as string;
@@ -215,6 +218,9 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
         await page.getByRole("link", { name: "Model store" }).click();
         const running = page.locator(".instance").filter({ hasText: MODEL });
         await running.getByText("ready", { exact: true }).waitFor();
+        // It is named by what runs it, not by the wire tag.
+        await expect(running.locator(".row-head").textContent()).resolves.toContain("llama.cpp on one node");
+        await expect(running.textContent()).resolves.not.toContain("MlxRing");
         await expect(running.getByRole("button", { name: `Delete instance of ${MODEL}` }).count()).resolves
           .toBe(1);
         await shot(page, "model-store");

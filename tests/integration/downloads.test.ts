@@ -145,11 +145,7 @@ describe("downloads from a loopback hub", () => {
   it.each(["our HTTP/1.1 client", "fetch (behind a proxy)"])(
     "retries 5xx answers and a truncated body, resuming the partial file with Range, through %s",
     async (client) => {
-      if (client.startsWith("fetch")) {
-        Deno.env.set("SKULK_DOWNLOAD_HTTP", "fetch");
-        cleanups.push(() => Deno.env.delete("SKULK_DOWNLOAD_HTTP"));
-      }
-      const r = await rig();
+      const r = await rig({ httpClient: client.startsWith("fetch") ? "fetch" : "auto" });
       hub.requests.length = 0;
       hub.fault(`${LLAMA}/${LLAMA_FILE}`, { kind: "status", status: 503 }, {
         kind: "truncate",

@@ -26,6 +26,8 @@ import {
   whisperCardWire,
   whisperServerBinary,
 } from "../helpers/speech.ts";
+import { resolveConfig } from "../../src/config/load.ts";
+import { engineSettings } from "../../src/engines/settings.ts";
 
 const SOLO = "skulk-test/tiny-piper";
 const TRIO = "skulk-test/tiny-piper-3";
@@ -54,8 +56,12 @@ async function wavOf(res: Response) {
 
 describe("the sherpa-onnx engine on this node", () => {
   it("is advertised as a backend tag when its native addon is installed, and can be turned off", () => {
-    expect(speechBackendTags({ PATH: "", HOME: "/nonexistent" })).toEqual(["sherpa_onnx", "sherpa_onnx-cpu"]);
-    expect(speechBackendTags({ PATH: "", HOME: "/nonexistent", SKULK_SHERPA_ONNX: "0" })).toEqual([]);
+    const tags = (env: Record<string, string>) =>
+      speechBackendTags(
+        engineSettings(resolveConfig({ flags: {}, env: { HOME: "/nonexistent", ...env } }).config, ""),
+      );
+    expect(tags({})).toEqual(["sherpa_onnx", "sherpa_onnx-cpu"]);
+    expect(tags({ SKULK_SHERPA_ONNX: "0" })).toEqual([]);
   });
 
   it("is named by skulk engine status", async () => {

@@ -34,6 +34,8 @@ import {
   whisperCardWire,
   whisperServerBinary,
 } from "../helpers/speech.ts";
+import { resolveConfig } from "../../src/config/load.ts";
+import { engineSettings } from "../../src/engines/settings.ts";
 
 const TTS = "skulk-test/espeak";
 const STT = "skulk-test/tiny-whisper";
@@ -65,12 +67,14 @@ describe("speech engines on this node", () => {
     try {
       // sherpa-onnx's tags are tested with the neural voices (speech-neural.test.ts).
       const off = { HOME: home, SKULK_SHERPA_ONNX: "0" };
-      expect(speechBackendTags({ PATH: "", ...off })).toEqual([]);
-      expect(speechBackendTags({ PATH: "", ...off, SKULK_WHISPER_SERVER_BIN: whisper })).toEqual([
+      const tags = (path: string, env: Record<string, string>) =>
+        speechBackendTags(engineSettings(resolveConfig({ flags: {}, env }).config, path));
+      expect(tags("", off)).toEqual([]);
+      expect(tags("", { ...off, SKULK_WHISPER_SERVER_BIN: whisper })).toEqual([
         "whisper_cpp",
         "whisper_cpp-cpu",
       ]);
-      expect(speechBackendTags({ PATH: "/usr/bin", ...off })).toEqual(["espeak_ng", "espeak_ng-cpu"]);
+      expect(tags("/usr/bin", off)).toEqual(["espeak_ng", "espeak_ng-cpu"]);
     } finally {
       Deno.removeSync(home, { recursive: true });
     }

@@ -6,8 +6,12 @@ import {
   readProblem,
   redact,
   settingViews,
+  splitByScope,
   validateConfigYaml,
+  withClusterConfig,
 } from "../../src/config/edit.ts";
+import { makeEvent } from "../../src/cluster/events.ts";
+import { applyEvent, emptyState } from "../../src/cluster/state.ts";
 import { resolveConfig } from "../../src/config/load.ts";
 
 describe("PUT /config body", () => {
@@ -78,7 +82,11 @@ describe("validating a proposed skulk.yaml", () => {
   });
 
   it("says whether the new file changes what the node would run with", () => {
-    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, hf_token: "t" }, "f")).toBe(false);
+    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, tracing: { enabled: true } }, "f")).toBe(
+      false,
+    );
+    // The hub token is a setting the downloads read (hf_token, as upstream's skulk.yaml has it).
+    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, hf_token: "t" }, "f")).toBe(true);
     expect(changesSettings({ api: { port: 1 } }, { api: { port: 2 } }, "f")).toBe(true);
   });
 });
@@ -148,5 +156,59 @@ describe("credentials in skulk.yaml", () => {
     expect(() => resolveConfig({ flags: {}, env: { SKULK_API_KEY: "short-hidden" } })).toThrowError(
       /api\.key \(from SKULK_API_KEY = "\(hidden\)"\)/,
     );
+  });
+});
+
+describe("cluster-scope settings", () => {
+  it("splits a proposed file into cluster keys (dotted) and this node's file", () => {
+    expect(splitByScope({
+      api: { port: 1, cors_origins: ["http://x.test"] },
+      cluster: { node_timeout_seconds: 9, commit_timeout_seconds: 2 },
+      node: { friendly_name: "n" },
+    })).toEqual({
+      cluster: {
+        "api.cors_origins": ["http://x.test"],
+        "cluster.node_timeout_seconds": 9,
+        "cluster.commit_timeout_seconds": 2,
+      },
+      node: { api: { port: 1 }, node: { friendly_name: "n" } },
+    });
+    // A section left empty goes; a node-scope key in the same section stays.
+    expect(splitByScope({ inference: { default_model: "m" }, cluster: { peers: ["h:1"] } })).toEqual({
+      cluster: { "inference.default_model": "m" },
+      node: { cluster: { peers: ["h:1"] } },
+    });
+  });
+
+  it("lays the cluster's values over the node's own, only for cluster keys that parse", () => {
+    const own = resolveConfig({ flags: {}, env: { HOME: "/h" }, yaml: {}, yamlPath: "f" }).config;
+    const c = withClusterConfig(own, {
+      "cluster.node_timeout_seconds": "12",
+      "cluster.commit_timeout_seconds": -1,
+      "api.port": 7,
+    });
+    expect(c.nodeTimeout).toBe(12);
+    expect(c.commitTimeout).toBe(own.commitTimeout);
+    expect(c.apiPort).toBe(own.apiPort);
+  });
+
+  it("every setting view says its scope", () => {
+    const own = resolveConfig({ flags: {}, env: { HOME: "/h" }, yaml: {}, yamlPath: "f" }).config;
+    const scopes = Object.fromEntries(settingViews(own).map((v) => [v.key, v.scope]));
+    expect(scopes["cluster.node_timeout_seconds"]).toBe("cluster");
+    expect(scopes["inference.default_model"]).toBe("cluster");
+    expect(scopes["api.port"]).toBe("node");
+    expect(scopes["api.key"]).toBe("node");
+    expect(scopes["node.memory_limit"]).toBe("node");
+  });
+
+  it("the reducer merges ClusterConfigChanged and a null clears a key", () => {
+    let s = applyEvent(
+      emptyState(),
+      makeEvent("ClusterConfigChanged", { settings: { "a.b": 1, "c.d": [2] } }),
+    );
+    s = applyEvent(s, makeEvent("ClusterConfigChanged", { settings: { "a.b": null, "e.f": "x" } }));
+    expect(s.clusterConfig).toEqual({ "c.d": [2], "e.f": "x" });
+    expect(() => makeEvent("ClusterConfigChanged", { settings: { "not a key": 1 } })).toThrow();
   });
 });

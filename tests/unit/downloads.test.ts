@@ -14,13 +14,13 @@ import {
   filesForCard,
   HubError,
   type HubFile,
-  hubOptionsFromEnv,
+  hubOptions,
   hubStatusError,
   nextPage,
   parseTree,
   resolveUrl,
 } from "../../src/models/hub.ts";
-import { offlineFromEnv } from "../../src/downloads/plane.ts";
+import { resolveConfig } from "../../src/config/load.ts";
 
 const catalog = Catalog.bundled();
 const card = (id: string) => {
@@ -104,9 +104,13 @@ describe("filesForCard", () => {
 
 describe("hub", () => {
   it("reads HF_ENDPOINT and HF_TOKEN, falling back to the token file", () => {
-    expect(hubOptionsFromEnv({ HF_ENDPOINT: "http://mirror:8080/", HF_TOKEN: "hf_x" }, () => null))
+    const settings = (env: Record<string, string>) => resolveConfig({ flags: {}, env }).config;
+    expect(hubOptions(settings({ HF_ENDPOINT: "http://mirror:8080/", HF_TOKEN: "hf_x" }), () => null))
       .toEqual({ endpoint: "http://mirror:8080", token: "hf_x", revision: "main" });
-    expect(hubOptionsFromEnv({ HOME: "/h" }, (p) => (p === "/h/.cache/huggingface/token" ? "hf_file" : null)))
+    expect(hubOptions(settings({ HUGGING_FACE_HUB_TOKEN: "hf_old" }), () => null).token).toBe("hf_old");
+    expect(
+      hubOptions(settings({ HOME: "/h" }), (p) => (p === "/h/.cache/huggingface/token" ? "hf_file" : null)),
+    )
       .toEqual({ endpoint: "https://huggingface.co", token: "hf_file", revision: "main" });
   });
 
@@ -169,9 +173,11 @@ describe("retry and disk", () => {
   });
 
   it("reads offline mode from HF_HUB_OFFLINE or SKULK_OFFLINE", () => {
+    const offlineFromEnv = (env: Record<string, string>) => resolveConfig({ flags: {}, env }).config.offline;
     expect(offlineFromEnv({ HF_HUB_OFFLINE: "1" })).toBe(true);
     expect(offlineFromEnv({ SKULK_OFFLINE: "true" })).toBe(true);
     expect(offlineFromEnv({ HF_HUB_OFFLINE: "0" })).toBe(false);
+    expect(offlineFromEnv({ SKULK_OFFLINE: "0", HF_HUB_OFFLINE: "1" })).toBe(false);
     expect(offlineFromEnv({})).toBe(false);
   });
 });

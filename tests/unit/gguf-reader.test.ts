@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GgufReadError, readGgufFacts } from "../../src/models/gguf/reader.ts";
-import { GgmlType, gguf, writeGguf } from "../../src/models/gguf/writer.ts";
+import { GgmlType, gguf, writeGguf } from "../../src/dev/gguf/writer.ts";
 import { tempDir } from "../helpers/daemon.ts";
 import { tinyModel } from "../helpers/models.ts";
 

@@ -1,7 +1,7 @@
 import { gguf as parseGguf } from "@huggingface/gguf";
 import { afterAll, describe, expect, it } from "vitest";
-import { resolveTinyOptions, tinyLlama } from "../../src/models/gguf/tiny.ts";
-import { readVocab, resolveVocab, vocabDirs, VocabNotFound } from "../../src/models/gguf/vocab.ts";
+import { resolveTinyOptions, tinyLlama } from "../../src/dev/gguf/tiny.ts";
+import { readVocab, resolveVocab, vocabDirs, VocabNotFound } from "../../src/dev/gguf/vocab.ts";
 import {
   encodeGgufHeader,
   GgmlType,
@@ -10,9 +10,13 @@ import {
   GgufType,
   tensorByteSize,
   writeGguf,
-} from "../../src/models/gguf/writer.ts";
+} from "../../src/dev/gguf/writer.ts";
 import { tempDir } from "../helpers/daemon.ts";
 import { tinyModel } from "../helpers/models.ts";
+import { resolveConfig } from "../../src/config/load.ts";
+
+/** Where this machine keeps llama.cpp's vocab files (its engine cache), as the program resolves it. */
+const host = resolveConfig({ flags: {}, env: Deno.env.toObject() }).config;
 
 const dir = tempDir("gguf-writer-");
 afterAll(() => Deno.removeSync(dir, { recursive: true }));
@@ -93,14 +97,13 @@ describe("GGUF writer", () => {
 
 describe("tiny llama", () => {
   it("finds the vocab in the engine source cache, or says to build the engine", () => {
-    expect(resolveVocab("llama-spm")).toMatch(/ggml-vocab-llama-spm\.gguf$/);
+    expect(resolveVocab("llama-spm", host)).toMatch(/ggml-vocab-llama-spm\.gguf$/);
     const empty = tempDir("vocab-");
     try {
-      expect(vocabDirs((k) => (k === "SKULK_CACHE_DIR" ? empty : undefined))).toEqual([]);
-      expect(() => resolveVocab("llama-spm", (k) => (k === "SKULK_CACHE_DIR" ? empty : undefined))).toThrow(
-        VocabNotFound,
-      );
-      expect(() => resolveVocab("llama-spm", (k) => (k === "SKULK_VOCAB_DIR" ? empty : undefined))).toThrow(
+      const settings = (env: Record<string, string>) => resolveConfig({ flags: {}, env }).config;
+      expect(vocabDirs(settings({ SKULK_CACHE_DIR: empty }))).toEqual([]);
+      expect(() => resolveVocab("llama-spm", settings({ SKULK_CACHE_DIR: empty }))).toThrow(VocabNotFound);
+      expect(() => resolveVocab("llama-spm", { ...host, vocabDir: empty })).toThrow(
         /run scripts\/build-engine first/,
       );
     } finally {
@@ -109,7 +112,7 @@ describe("tiny llama", () => {
   });
 
   it("is deterministic by seed and tensor-complete for the llama architecture", async () => {
-    const vocab = await readVocab(resolveVocab("llama-spm"));
+    const vocab = await readVocab(resolveVocab("llama-spm", host));
     const a = tinyLlama(vocab, { seed: 3 });
     const b = tinyLlama(vocab, { seed: 3 });
     const c = tinyLlama(vocab, { seed: 4 });

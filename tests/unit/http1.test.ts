@@ -245,11 +245,13 @@ describe("httpGet over loopback", () => {
 
 describe("rawHttpUsable", () => {
   it("leaves proxied setups, other schemes and an explicit opt-out to fetch", () => {
-    expect(rawHttpUsable("https://huggingface.co/x", {})).toBe(true);
-    expect(rawHttpUsable("http://127.0.0.1:1/x", {})).toBe(true);
-    expect(rawHttpUsable("https://huggingface.co/x", { HTTPS_PROXY: "http://proxy:3128" })).toBe(false);
-    expect(rawHttpUsable("https://huggingface.co/x", { all_proxy: "socks5://p" })).toBe(false);
-    expect(rawHttpUsable("file:///tmp/x", {})).toBe(false);
-    expect(rawHttpUsable("https://huggingface.co/x", { SKULK_DOWNLOAD_HTTP: "fetch" })).toBe(false);
+    expect(rawHttpUsable("https://huggingface.co/x", "auto", {})).toBe(true);
+    expect(rawHttpUsable("http://127.0.0.1:1/x", "auto", {})).toBe(true);
+    expect(rawHttpUsable("https://huggingface.co/x", "auto", { HTTPS_PROXY: "http://proxy:3128" })).toBe(
+      false,
+    );
+    expect(rawHttpUsable("https://huggingface.co/x", "auto", { all_proxy: "socks5://p" })).toBe(false);
+    expect(rawHttpUsable("file:///tmp/x", "auto", {})).toBe(false);
+    expect(rawHttpUsable("https://huggingface.co/x", "fetch", {})).toBe(false);
   });
 });

@@ -3,15 +3,17 @@
  * what is written decodes to the same graph, weights and metadata, byte layouts match the protobuf spec.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { decodeOnnx, encodeOnnx, type OnnxModel, readOnnxMetadata } from "../../src/models/onnx/model.ts";
-import { intsOf, ProtoError, ProtoWriter, readFields, signed } from "../../src/models/onnx/protobuf.ts";
+import { encodeOnnx } from "../../src/dev/onnx/encode.ts";
+import { ProtoWriter } from "../../src/dev/onnx/proto-writer.ts";
+import { decodeOnnx, type OnnxModel, readOnnxMetadata } from "../../src/models/onnx/model.ts";
+import { intsOf, ProtoError, readFields, signed } from "../../src/models/onnx/protobuf.ts";
 import {
   PIPER_SYMBOLS,
   piperTokensTxt,
   tinyPiper,
   tinyPiperConfig,
   writeTinyPiper,
-} from "../../src/models/piper/tiny.ts";
+} from "../../src/dev/piper/tiny.ts";
 import { tempDir } from "../helpers/daemon.ts";
 
 const dir = tempDir("onnx-writer-");

@@ -6,8 +6,8 @@ import { afterAll, describe, expect, it } from "vitest";
 import { readVoiceDir, VoiceDirError, voiceTable } from "../../src/engines/sherpa/voice-dir.ts";
 import { ttsConfig } from "../../src/engines/sherpa/host.ts";
 import { nativePackage } from "../../src/engines/sherpa/engine.ts";
-import { encodeOnnx } from "../../src/models/onnx/model.ts";
-import { tinyPiper, writeTinyPiper } from "../../src/models/piper/tiny.ts";
+import { encodeOnnx } from "../../src/dev/onnx/encode.ts";
+import { tinyPiper, writeTinyPiper } from "../../src/dev/piper/tiny.ts";
 import { tempDir } from "../helpers/daemon.ts";
 
 const root = tempDir("sherpa-voice-");

@@ -26,8 +26,8 @@ import { EnergyVad, TurnDetectionSchema } from "../../src/audio/vad.ts";
 import { engineKindFor } from "../../src/engines/dispatch.ts";
 import { parseVoiceTable, wordsPerMinute } from "../../src/engines/espeak.ts";
 import { parseCard } from "../../src/models/card.ts";
-import { tinyWhisper } from "../../src/models/whisper/tiny.ts";
-import { tinyAudioProjector } from "../../src/models/gguf/tiny-audio-projector.ts";
+import { tinyWhisper } from "../../src/dev/whisper/tiny.ts";
+import { tinyAudioProjector } from "../../src/dev/gguf/tiny-audio-projector.ts";
 
 function tone(seconds: number, rate: number, amp: number, hz = 220): Float32Array {
   const out = new Float32Array(Math.round(seconds * rate));

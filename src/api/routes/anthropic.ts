@@ -48,13 +48,12 @@ export const anthropicRoutes = new Hono<ApiEnv>()
     const { raw, body } = await readJsonWithRaw(c, MessagesRequest);
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
-    const { baseUrl, target } = routed.local;
+    const { target } = routed.local;
     admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const id = messageId();
     const out = await chatGeneration(
       c,
-      target,
-      baseUrl,
+      routed.local,
       toChatRequest(body),
       () => new AnthropicStreamTranslator(id, body.model),
     );

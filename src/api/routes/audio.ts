@@ -348,6 +348,7 @@ async function transcription(c: Context<ApiEnv>, task: "transcribe" | "translate
     prompt: f.prompt,
     temperature: f.temperature,
     signal: c.req.raw.signal,
+    maxQueued: c.var.node.config.speechMaxQueued,
   };
   if (f.stream === "true") {
     const release = slotsOf(c.var.node).streams.take();

@@ -1,10 +1,11 @@
 /**
- * `GET /config` and `PUT /config`: the node's skulk.yaml at `ctx.configPath`, read and written whole.
- * A bad file is refused with 422 and upstream's envelope whose `param` names the first wrong key.
+ * `GET /config` and `PUT /config`: node-scope keys in the node's skulk.yaml at `ctx.configPath`, written
+ * whole; cluster-scope keys as a `ClusterConfigChanged` event every node applies. 422 names a wrong key.
  */
 import { Hono } from "hono";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
+import { makeEvent } from "../../cluster/events.ts";
 import {
   changesSettings,
   isObject,
@@ -12,6 +13,7 @@ import {
   proposedConfig,
   redact,
   settingViews,
+  splitByScope,
   validateConfigYaml,
   type YamlObject,
 } from "../../config/edit.ts";
@@ -25,19 +27,29 @@ const ConfigView = z.object({
   fileExists: z.boolean(),
   effective: z.object({ has_hf_token: z.boolean() }).loose(),
 });
-const PutResult = z.object({ success: z.literal(true), message: z.string(), requiresRestart: z.boolean() });
+const PutResult = z.object({
+  success: z.literal(true),
+  message: z.string(),
+  requiresRestart: z.boolean(),
+  /** Ours: the cluster-scope keys the request set for every node (dotted key → value). */
+  cluster: z.record(z.string(), z.unknown()),
+});
+
+/** How long a PUT waits for its own cluster event to be applied here, so what it answers is what GET reads. */
+const APPLY_WAIT_MS = 10_000;
 
 describe({
   method: "get",
   path: "/config",
-  summary: "This node's skulk.yaml (hf_token left out) and its running settings",
+  summary: "This node's skulk.yaml (hf_token left out), the cluster-wide settings and each setting's scope",
   tag: "config",
   response: ConfigView,
 });
 describe({
   method: "put",
   path: "/config",
-  summary: "Validate and write skulk.yaml (body: {config: {...}} or the object); 422 names the wrong key",
+  summary:
+    "Validate, then write node-scope keys to this node's skulk.yaml and submit cluster-scope keys for every node; 422 names the wrong key",
   tag: "config",
   body: z.union([z.object({ config: z.record(z.string(), z.unknown()) }), z.record(z.string(), z.unknown())]),
   response: PutResult,
@@ -87,6 +99,8 @@ export const configRoutes = new Hono<ApiEnv>()
       effective: {
         has_hf_token: typeof yaml.hf_token === "string" && yaml.hf_token !== "",
         settings: settingViews(n.config),
+        /** The cluster-scope values set for every node (dotted key → value), over each node's own. */
+        cluster: n.log.state.clusterConfig ?? {},
       },
     });
   })
@@ -104,8 +118,9 @@ export const configRoutes = new Hono<ApiEnv>()
     const proposed = proposedConfig(body);
     if (!proposed) throw new ApiError(422, 'send the config as a JSON object, or as {"config": {...}}');
     const { yaml: onDisk } = await readFile(n.configPath);
-    const next = mergeWithFile(proposed, onDisk);
-    const problems = validateConfigYaml(next, n.configPath);
+    const { cluster, node } = splitByScope(proposed);
+    // Checked whole (node and cluster keys together), so a wrong cluster key is named like any other.
+    const problems = validateConfigYaml(mergeWithFile(proposed, onDisk), n.configPath);
     if (problems.length > 0) {
       const env = envelope(422, problems.map((p) => p.message).join("; "), {
         param: problems[0].param,
@@ -113,11 +128,46 @@ export const configRoutes = new Hono<ApiEnv>()
       });
       return c.json({ ...env, problems }, 422);
     }
+    const next = mergeWithFile(node, onDisk);
     await writeFile(n.configPath, next);
-    const requiresRestart = changesSettings(onDisk, next, n.configPath);
+    const changed = Object.entries(cluster).filter(([k, v]) =>
+      JSON.stringify(n.log.state.clusterConfig?.[k]) !== JSON.stringify(v)
+    );
+    if (changed.length > 0) {
+      const settings = Object.fromEntries(changed);
+      await n.submit(makeEvent("ClusterConfigChanged", { settings }));
+      await appliedHere(() =>
+        changed.every(([k, v]) => JSON.stringify(n.log.state.clusterConfig?.[k]) === JSON.stringify(v))
+      );
+    }
+    // The default model is placed by a plane made at start; every other cluster key applies while running.
+    const requiresRestart = changesSettings(onDisk, next, n.configPath) ||
+      changed.some(([k]) => k === "inference.default_model");
+    const what = [
+      `saved ${n.configPath}`,
+      ...changed.length ? [`set ${changed.map(([k]) => k).join(", ")} for every node`] : [],
+    ]
+      .join("; ");
     return c.json({
       success: true as const,
-      message: requiresRestart ? `saved ${n.configPath}; restart the node to apply` : `saved ${n.configPath}`,
+      message: requiresRestart ? `${what}; restart the node to apply` : what,
       requiresRestart,
+      cluster: Object.fromEntries(changed),
     });
   });
+
+/** Waits (bounded) until this node applied what it submitted: the master acknowledged, replication lags. */
+async function appliedHere(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + APPLY_WAIT_MS;
+  while (!done()) {
+    if (Date.now() > deadline) {
+      throw new ApiError(
+        503,
+        `the cluster accepted the change but this node has not applied it within ${
+          APPLY_WAIT_MS / 1000
+        } s; GET /config shortly`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

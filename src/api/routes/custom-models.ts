@@ -1,15 +1,13 @@
 /**
  * Custom model cards: `POST /models/add` registers a local GGUF (card facts read from its header) and
- * `DELETE /models/custom/{model_id}` removes a custom card, each through a control-plane event.
+ * `DELETE /models/custom/{model_id}` removes a custom card, each a command the master decides (src/app).
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { makeEvent } from "../../cluster/events.ts";
-import { cardToWire } from "../../models/card.ts";
-import { modelListEntry } from "../../models/catalog.ts";
-import { localCard, LocalModelError } from "../../models/local.ts";
+import { addModel, deleteModel } from "../../app/models.ts";
+import { nodePorts } from "../../app/ports.ts";
 import type { ApiEnv } from "../env.ts";
-import { ApiError, badRequest, conflict, notFound, readJson } from "../errors.ts";
+import { badRequest, readJson } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { checkModelId, ModelIdSchema } from "../../security/ids.ts";
 
@@ -40,7 +38,6 @@ export const customModelRoutes = new Hono<ApiEnv>();
 
 customModelRoutes.post("/models/add", async (c) => {
   const body = await readJson(c, AddModelBody);
-  const n = c.var.node;
   if (!body.gguf_path) {
     if (!body.model_id) {
       throw badRequest("send model_id (a hub id) or gguf_path (a local GGUF file)", "model_id");
@@ -52,31 +49,10 @@ customModelRoutes.post("/models/add", async (c) => {
       "model_id",
     );
   }
-  const card = await localCard(body.gguf_path, body.model_id).catch((e) => {
-    throw e instanceof LocalModelError ? badRequest(e.message, "gguf_path") : e;
-  });
-  const existing = n.catalog.get(card.model_id);
-  if (existing && !existing.is_custom) {
-    throw conflict(`'${card.model_id}' is a bundled card; choose another model_id`);
-  }
-  await n.submit(makeEvent("CustomModelCardAdded", { modelCard: cardToWire(card) }));
-  const added = n.catalog.get(card.model_id);
-  if (!added) {
-    throw new ApiError(
-      503,
-      `the card for '${card.model_id}' was submitted but is not in this node's catalogue yet; retry GET /models`,
-    );
-  }
-  return c.json(modelListEntry(added));
+  return c.json(await addModel(nodePorts(c.var.node), body.gguf_path, body.model_id));
 });
 
 customModelRoutes.delete("/models/custom/:modelId{.+}", async (c) => {
   const modelId = checkModelId(c.req.param("modelId"));
-  const n = c.var.node;
-  const card = n.catalog.get(modelId);
-  if (!card?.is_custom) {
-    throw notFound(card ? `'${modelId}' is a bundled card, not a custom one` : `no custom card '${modelId}'`);
-  }
-  await n.submit(makeEvent("CustomModelCardDeleted", { modelId }));
-  return c.json({ message: "Model card deleted", model_id: modelId });
+  return c.json(await deleteModel(nodePorts(c.var.node), modelId));
 });

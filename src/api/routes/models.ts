@@ -25,7 +25,7 @@ for (const path of ["/models", "/v1/models"]) {
     const q = Query.safeParse(c.req.query());
     if (!q.success) throw badRequest("status must be 'downloaded' when given", "status");
     const n = c.var.node;
-    const showImages = Deno.env.get("SKULK_ENABLE_IMAGE_MODELS") === "true";
+    const showImages = n.config.enableImageModels;
     let cards = n.catalog.all().filter((card) => showImages || !isImageCard(card));
     if (q.data.status === "downloaded") {
       const done = new Set(

@@ -10,7 +10,8 @@ import { logger } from "../../log/mod.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
-import { forwardRequest } from "../../serving/forward.ts";
+import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
+import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
@@ -18,9 +19,6 @@ import { describe } from "../openapi.ts";
 import { slotsOf } from "../slots.ts";
 
 const log = logger("openai");
-export const DEFAULT_MAX_TOKENS = Number(
-  Deno.env.get("SKULK_MAX_OUTPUT_TOKENS") ?? Deno.env.get("SKULK_MAX_TOKENS") ?? 4096,
-);
 
 const Message = z.looseObject({
   role: z.enum(["system", "user", "assistant", "developer", "tool", "function"]),
@@ -83,10 +81,58 @@ describe({
   tag: "openai",
 });
 
-/** In-flight generations on this node, by command id, for /v1/cancel. */
-const inflight = new Map<string, AbortController>();
+/** A request this node's engine serves: the engine's URL, its target, and the request's command id. */
+export interface Local {
+  baseUrl: string;
+  target: Target;
+  commandId: string;
+}
+type Routed = { local: Local } | { remote: Response };
 
-type Routed = { local: { baseUrl: string; target: Target } } | { remote: Response };
+/**
+ * The command id of a request: the owner's, when a peer forwarded it here (so a cancel through either node
+ * names the same generation), else a fresh one. A client cannot choose it: only forwarded requests carry it.
+ */
+function commandIdOf(c: Context<ApiEnv>): string {
+  const given = c.req.header(FORWARDED_HEADER) ? c.req.header(COMMAND_ID_HEADER) : undefined;
+  if (given === undefined) return crypto.randomUUID();
+  if (!z.uuid().safeParse(given).success) throw badRequest(`${COMMAND_ID_HEADER} must be a UUID`);
+  if (runningOf(c.var.node).has(given)) {
+    throw new ApiError(409, `command ${given} is already running on this node`);
+  }
+  return given;
+}
+
+/**
+ * Ends the owner's record of a forwarded request when its answer ends (completed, failed or the client
+ * gone), passing the bytes through untouched.
+ */
+function untilDone(res: Response, done: () => void): Response {
+  if (!res.body) return (done(), res);
+  let ended = false;
+  const end = () => {
+    if (!ended) (ended = true, done());
+  };
+  const body = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({ flush: end }));
+  const reader = body.getReader();
+  const out = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done: last, value } = await reader.read();
+        if (last) return (controller.close(), end());
+        controller.enqueue(value);
+      } catch (e) {
+        end();
+        controller.error(e);
+      }
+    },
+    cancel(reason) {
+      end();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(out, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
 
 /** Finds the engine for a model: a local runner's URL, or the driving node's streamed answer. */
 export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
@@ -99,10 +145,29 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
       r.status === 404 ? { type: "invalid_request_error", param: "model", code: "model_not_found" } : {},
     );
   }
+  const commandId = commandIdOf(c);
   if (r.target.driverNode !== ctx.nodeId) {
-    const res = await forwardRequest(ctx, r.target.driverNode, c.req.raw, raw);
-    if ("error" in res) throw new ApiError(503, res.error);
-    return { remote: res };
+    // This node owns the request: it names the command and records which node drives it, so a cancel
+    // sent here reaches the engine's node.
+    const headers = new Headers(c.req.raw.headers);
+    headers.set(COMMAND_ID_HEADER, commandId);
+    const req = new Request(c.req.raw.url, { method: c.req.method, headers, signal: c.req.raw.signal });
+    const running = runningOf(ctx);
+    running.add({
+      commandId,
+      model,
+      instanceId: r.target.instanceId,
+      driverNode: r.target.driverNode,
+      ownerNode: ctx.nodeId,
+      path: c.req.path,
+      startedAt: Date.now(),
+    });
+    const res = await forwardRequest(ctx, r.target.driverNode, req, raw);
+    if ("error" in res) {
+      running.remove(commandId);
+      throw new ApiError(503, res.error);
+    }
+    return { remote: untilDone(res, () => running.remove(commandId)) };
   }
   const runner = ctx.worker?.runner(r.target.runnerId);
   if (!runner || !runner.baseUrl) {
@@ -110,7 +175,7 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
       (runner ? `runner is ${runner.phase}` : "its runner is not running on this node yet");
     throw new ApiError(503, `model ${model} cannot serve now: ${why}`);
   }
-  return { local: { baseUrl: runner.baseUrl, target: r.target } };
+  return { local: { baseUrl: runner.baseUrl, target: r.target, commandId } };
 }
 
 export function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
@@ -178,13 +243,27 @@ export function streamResponse(
   const lines = new SseLineReader();
   let keepAlive: ReturnType<typeof setInterval> | undefined;
   let lastSent = Date.now();
+  /** Set once the stream was closed or errored: a read that settles afterwards sends nothing. */
+  let ended = false;
   const finish = () => {
     clearInterval(keepAlive);
-    inflight.delete(commandId);
+    runningOf(c.var.node).remove(commandId);
     release();
   };
   const stream = new ReadableStream<Uint8Array>({
     start(controller) {
+      // A cancel ends the client's stream here and now, whether or not a read of the engine's body is
+      // pending (an aborted fetch does not always settle one); closing the engine connection stops it.
+      abort.signal.addEventListener("abort", () => {
+        if (ended) return;
+        ended = true;
+        try {
+          controller.enqueue(enc.encode(frame.fail("generation was cancelled")));
+          controller.close();
+        } catch { /* the client already went */ }
+        finish();
+        void reader.cancel().catch(() => undefined);
+      });
       const send = (text: string) => {
         lastSent = Date.now();
         controller.enqueue(enc.encode(text));
@@ -204,6 +283,7 @@ export function streamResponse(
       try {
         for (;;) {
           const { done, value } = await reader.read();
+          if (ended) return;
           const text = done ? frame.end() : lines.push(value).map((p) => frame.push(p)).join("");
           if (text) {
             lastSent = Date.now();
@@ -211,6 +291,7 @@ export function streamResponse(
           }
           if (done || frame.done()) {
             // The engine may hold its connection open after [DONE]; the answer is complete, so end it now.
+            ended = true;
             controller.close();
             finish();
             if (!done) void reader.cancel().catch(() => undefined);
@@ -219,6 +300,8 @@ export function streamResponse(
           if (text) return;
         }
       } catch (e) {
+        if (ended) return;
+        ended = true;
         try {
           controller.enqueue(
             enc.encode(abort.signal.aborted ? frame.fail("generation was cancelled") : onError(e)),
@@ -230,6 +313,7 @@ export function streamResponse(
     },
     cancel() {
       // The client went away: closing the engine connection stops its generation.
+      ended = true;
       finish();
       abort.abort();
     },
@@ -267,29 +351,39 @@ interface Generation {
   release: () => void;
 }
 
-/** Sends a generation to the engine under a fresh command id (cancellable through /v1/cancel). */
+/** Sends a generation to the engine under its command id, recorded as running (cancellable through /v1/cancel). */
 export async function startGeneration(
-  ctx: NodeContext,
-  target: Target,
-  baseUrl: string,
+  c: Context<ApiEnv>,
+  routed: Local,
   path: string,
   body: Record<string, unknown>,
 ): Promise<Generation> {
+  const ctx = c.var.node;
+  const { baseUrl, target, commandId } = routed;
   // A stream takes its slot before the engine starts, so a full node refuses without spending work.
   const release = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
-  const commandId = crypto.randomUUID();
   const abort = new AbortController();
-  inflight.set(commandId, abort);
+  const running = runningOf(ctx);
+  const forwardedBy = c.req.header(FORWARDED_HEADER);
+  running.add({
+    commandId,
+    model: String(body.model),
+    instanceId: target.instanceId,
+    driverNode: ctx.nodeId,
+    ownerNode: forwardedBy && ctx.telemetry.get(forwardedBy) ? forwardedBy : ctx.nodeId,
+    path: c.req.path,
+    startedAt: Date.now(),
+  }, abort);
   let res: Response;
   try {
     res = await callEngine(baseUrl, path, body, abort);
   } catch (e) {
-    inflight.delete(commandId);
+    running.remove(commandId);
     release();
     throw new ApiError(503, engineFailure(ctx, target, e));
   }
   if (!res.ok) {
-    inflight.delete(commandId);
+    running.remove(commandId);
     release();
     throw await engineError(res);
   }
@@ -308,21 +402,20 @@ export interface ChatStreamFraming {
 
 /**
  * Runs a chat generation on a local engine: a forced tool call is held to its schema (forced-tools.ts); a
- * stream goes out through `framing`, otherwise the reply comes back parsed, the forced call made a tool call.
+ * stream goes out through `framing` holding a stream slot, otherwise the reply comes back parsed, the forced
+ * call made a tool call.
  */
 export async function chatGeneration(
   c: Context<ApiEnv>,
-  target: Target,
-  baseUrl: string,
+  local: Local,
   req: Record<string, unknown>,
   framing: (commandId: string) => ChatStreamFraming,
 ): Promise<Response | { commandId: string; reply: Record<string, unknown> }> {
   const ctx = c.var.node;
   const forcing = forceToolCall(req);
   const { commandId, abort, res, release } = await startGeneration(
-    ctx,
-    target,
-    baseUrl,
+    c,
+    local,
     "/v1/chat/completions",
     forcing.request,
   );
@@ -341,7 +434,7 @@ export async function chatGeneration(
         fail: (m) => t.fail(m),
         done: () => t.done,
       },
-      (e) => t.fail(engineFailure(ctx, target, e)),
+      (e) => t.fail(engineFailure(ctx, local.target, e)),
       release,
     );
   }
@@ -349,9 +442,9 @@ export async function chatGeneration(
     const reply = await res.json() as Record<string, unknown>;
     return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
   } catch (e) {
-    throw new ApiError(503, engineFailure(ctx, target, e));
+    throw new ApiError(503, engineFailure(ctx, local.target, e));
   } finally {
-    inflight.delete(commandId);
+    runningOf(ctx).remove(commandId);
     release();
   }
 }
@@ -370,22 +463,16 @@ export const openaiRoutes = new Hono<ApiEnv>()
     }
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
-    const { baseUrl, target } = routed.local;
+    const { target } = routed.local;
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
     admit(maxTokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const { enable_thinking, max_completion_tokens: _mct, ...rest } = body;
-    const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? DEFAULT_MAX_TOKENS };
+    const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? ctx.config.maxOutputTokens };
     if (enable_thinking !== undefined) {
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
     if (body.stream) req.stream_options = { include_usage: true };
-    const out = await chatGeneration(
-      c,
-      target,
-      baseUrl,
-      req,
-      (id) => new ChatStreamTranslator(id, body.model),
-    );
+    const out = await chatGeneration(c, routed.local, req, (id) => new ChatStreamTranslator(id, body.model));
     if (out instanceof Response) return out;
     return c.json({
       ...out.reply,
@@ -400,16 +487,10 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const { raw, body } = await readJsonWithRaw(c, CompletionRequest);
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
-    const { baseUrl, target } = routed.local;
+    const { target } = routed.local;
     admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
-    const req = { ...body, max_tokens: body.max_tokens ?? DEFAULT_MAX_TOKENS };
-    const { commandId, abort, res, release } = await startGeneration(
-      ctx,
-      target,
-      baseUrl,
-      "/v1/completions",
-      req,
-    );
+    const req = { ...body, max_tokens: body.max_tokens ?? ctx.config.maxOutputTokens };
+    const { commandId, abort, res, release } = await startGeneration(c, routed.local, "/v1/completions", req);
     if (body.stream) {
       let done = false;
       const rewrite = (p: string) => {
@@ -447,9 +528,12 @@ export const openaiRoutes = new Hono<ApiEnv>()
         release,
       );
     }
-    inflight.delete(commandId);
-    const out = await res.json() as Record<string, unknown>;
-    return c.json({ ...out, id: commandId, model: body.model });
+    try {
+      const out = await res.json() as Record<string, unknown>;
+      return c.json({ ...out, id: commandId, model: body.model });
+    } finally {
+      runningOf(ctx).remove(commandId);
+    }
   })
   .post("/v1/embeddings", async (c) => {
     const ctx = c.var.node;
@@ -479,12 +563,32 @@ export const openaiRoutes = new Hono<ApiEnv>()
     const out = await res.json() as Record<string, unknown>;
     return c.json({ ...out, model: body.model });
   })
-  .post("/v1/cancel/:command_id", (c) => {
+  .post("/v1/cancel/:command_id", async (c) => {
+    const ctx = c.var.node;
     const id = c.req.param("command_id");
-    const abort = inflight.get(id);
-    if (!abort) throw notFound("Command not found or already completed");
-    abort.abort();
-    inflight.delete(id);
-    log.info("cancelled command {id}", { id });
-    return c.json({ message: "Command cancelled.", command_id: id });
+    const running = runningOf(ctx);
+    const entry = running.get(id);
+    const reported = ctx.telemetry.entries().flatMap(([node, e]) =>
+      node === ctx.nodeId ? [] : e.reading.running ?? []
+    );
+    const where = cancelRoute(id, ctx.nodeId, entry?.request, reported);
+    const gone = () => notFound("Command not found or already completed");
+    if (where.kind === "unknown") throw gone();
+    if (where.kind === "local") {
+      if (!entry?.abort) throw gone();
+      entry.abort.abort();
+      running.remove(id);
+      log.info("cancelled command {id}", { id });
+      return c.json({ message: "Command cancelled.", command_id: id });
+    }
+    // Another node's engine generates it: that node cancels (a forwarded cancel is never forwarded again).
+    if (c.req.header(FORWARDED_HEADER)) throw gone();
+    const res = await forwardRequest(ctx, where.driverNode, c.req.raw, new Uint8Array());
+    if ("error" in res) throw new ApiError(503, res.error);
+    log.info("cancel of command {id} forwarded to {node}: {status}", {
+      id,
+      node: where.driverNode,
+      status: res.status,
+    });
+    return res;
   });

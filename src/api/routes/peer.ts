@@ -1,5 +1,5 @@
 /**
- * Node-to-node routes under /cluster/peer/*: gossip, event submission to the master, log sync and push,
+ * Node-to-node routes under /cluster/peer/*: gossip, events and commands to the master, log sync and push,
  * restart. Headers are checked before the body is read, the body is bounded (PEER_BODY_LIMIT) while it is
  * read, and the HMAC over it is verified before it is parsed.
  */
@@ -7,6 +7,8 @@ import type { Context, MiddlewareHandler } from "hono";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { z } from "zod";
+import { CommandRequestSchema } from "../../app/commands.ts";
+import { NoMaster, toWire } from "../../app/errors.ts";
 import { EventSchema, makeEvent } from "../../cluster/events.ts";
 import { eventIdOf } from "../../cluster/log.ts";
 import { GossipMessageSchema } from "../../cluster/gossip.ts";
@@ -23,6 +25,7 @@ const PEER_SUMMARIES = [
   ["sync", "Peer: a follower asks the master for the log after its last index"],
   ["push", "Peer: the master pushes a newly indexed event"],
   ["restart", "Peer: restart this node's daemon"],
+  ["command", "Peer: a command for the master to decide (place, create/delete instance, add/delete card)"],
 ] as const;
 const PEER_PATHS = PEER_SUMMARIES.map(([p]) => p);
 
@@ -126,6 +129,15 @@ export const peerRoutes = new Hono<ApiEnv>()
   .post("/cluster/peer/push", async (c) => {
     const [cl, m] = await peerBody(c, PushSchema);
     return await answer(c, cl, await cl.push(m));
+  })
+  .post("/cluster/peer/command", async (c) => {
+    const [cl, request] = await peerBody(c, CommandRequestSchema);
+    const desk = c.var.node.commands;
+    // A refusal travels as data in a signed 200, so the asking node rethrows the same domain error.
+    const outcome = desk
+      ? await desk.outcome(request)
+      : { ok: false, error: toWire(new NoMaster("this node takes no commands"))! };
+    return await answer(c, cl, outcome);
   })
   .post("/cluster/peer/restart", async (c) => {
     const [cl] = await peerBody(c, z.object({}).strict());

@@ -10,13 +10,7 @@ import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/deadlines.ts";
-import {
-  CLOSE,
-  errorEvent,
-  REALTIME_LIMITS,
-  RealtimeSession,
-  type VadFactory,
-} from "../../serving/realtime.ts";
+import { CLOSE, errorEvent, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { peerSignedForwardHeaders } from "../../serving/forward.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { LocalRunner } from "../../worker/worker.ts";
@@ -25,6 +19,7 @@ import { ApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { slotsOf } from "../slots.ts";
 import { queryModel } from "./audio.ts";
+import { engineSettings } from "../../engines/settings.ts";
 
 const log = logger("realtime");
 
@@ -45,8 +40,11 @@ function vadFactory(ctx: NodeContext): VadFactory {
     make: (turn, rate) => {
       if (turn.detector === "energy") return new EnergyVad(turn, rate);
       if (!ctx.worker) throw new Error("silero needs this node's worker, and it runs with --no-worker");
-      if (!findSherpaOnnx()) throw new Error("silero needs sherpa-onnx, which is not installed on this node");
-      const model = findSileroModel();
+      const engines = engineSettings(ctx.config);
+      if (!findSherpaOnnx(engines)) {
+        throw new Error("silero needs sherpa-onnx, which is not installed on this node");
+      }
+      const model = findSileroModel(engines);
       if ("error" in model) throw new Error(model.error);
       return new SileroVad(ctx.worker.vad(), turn, rate);
     },
@@ -78,6 +76,7 @@ function localSession(
 ): Response {
   const { socket, response } = Deno.upgradeWebSocket(c.req.raw, { idleTimeout: 0 });
   // Idle means no event either way: a session waiting on a long transcription is not idle.
+  const idleMs = c.var.node.config.realtimeIdleMs;
   let idle: ReturnType<typeof setTimeout> | undefined;
   const touch = () => {
     clearTimeout(idle);
@@ -89,13 +88,13 @@ function localSession(
         error: {
           type: "invalid_request_error",
           code: "session_idle",
-          message: `no event for ${REALTIME_LIMITS.idleMs} ms; closing`,
+          message: `no event for ${idleMs} ms; closing`,
           param: null,
           event_id: null,
         },
       }));
       socket.close(CLOSE.idle, "idle timeout");
-    }, REALTIME_LIMITS.idleMs);
+    }, idleMs);
   };
   const session = new RealtimeSession(
     model,
@@ -106,7 +105,11 @@ function localSession(
     },
     async (samples, sampleRate, o, onDelta) => {
       try {
-        return await transcribeLocal(runner, { samples, sampleRate }, { task: "transcribe", ...o }, onDelta);
+        return await transcribeLocal(runner, { samples, sampleRate }, {
+          task: "transcribe",
+          maxQueued: c.var.node.config.speechMaxQueued,
+          ...o,
+        }, onDelta);
       } catch (e) {
         // A dead engine ends the session once the session has reported the failure (it does so first).
         if (runner.phase !== "ready") {

@@ -12,7 +12,7 @@ import {
 import type { ApiEnv } from "../env.ts";
 import { badRequest, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
-import { admit, chatGeneration, DEFAULT_MAX_TOKENS, route } from "./openai.ts";
+import { admit, chatGeneration, route } from "./openai.ts";
 
 describe({
   method: "post",
@@ -34,15 +34,14 @@ export const responsesRoutes = new Hono<ApiEnv>()
     }
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
-    const { baseUrl, target } = routed.local;
+    const { target } = routed.local;
     admit(body.max_output_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const id = `resp_${crypto.randomUUID().replaceAll("-", "")}`;
     const createdAt = Math.floor(Date.now() / 1000);
     const out = await chatGeneration(
       c,
-      target,
-      baseUrl,
-      toChatRequest(body, DEFAULT_MAX_TOKENS),
+      routed.local,
+      toChatRequest(body, ctx.config.maxOutputTokens),
       () => new ResponsesStreamTranslator(id, body),
     );
     if (out instanceof Response) return out;

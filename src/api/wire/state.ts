@@ -4,6 +4,7 @@
  */
 import type { ClusterState } from "../../cluster/state.ts";
 import type { TelemetryEntry } from "../../cluster/telemetry.ts";
+import { tasksOf } from "../../serving/running.ts";
 import type { NodeReading } from "../../telemetry/reading.ts";
 
 export interface HealthReason {
@@ -61,6 +62,40 @@ export function nodeHealth(
   return { level, reasons: reasons.map(({ level: _l, ...r }) => r) };
 }
 
+/** "host:port" or "[v6]:port" as upstream's multiaddr edge; null when it is neither. */
+function sinkMultiaddr(address: string) {
+  const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(address);
+  if (!m) return null;
+  const v6 = m[1].includes(":");
+  return {
+    address: `/${v6 ? "ip6" : "ip4"}/${m[1]}/tcp/${m[2]}`,
+    address_type: v6 ? "ip6" : "ip4",
+    ip_address: m[1],
+    port: Number(m[2]),
+  };
+}
+
+/**
+ * Upstream's `topology`: the nodes seen, and a directed edge from each node to every peer it measured a
+ * link to (its last gossip round trip; `rttMs` and `measuredAt` are ours), from the gossiped readings.
+ */
+export function topologyOf(telemetry: [string, TelemetryEntry][]) {
+  const seen = new Set(telemetry.map(([id]) => id));
+  const connections: Record<string, Record<string, unknown[]>> = {};
+  for (const [src, e] of telemetry) {
+    for (const l of e.reading.links ?? []) {
+      const sink = sinkMultiaddr(l.address);
+      if (!sink || !seen.has(l.nodeId) || l.nodeId === src) continue;
+      (connections[src] ??= {})[l.nodeId] = [{
+        sinkMultiaddr: sink,
+        rttMs: l.rttMs,
+        measuredAt: l.measuredAt,
+      }];
+    }
+  }
+  return { nodes: [...seen], connections };
+}
+
 /** `masterNodeId` is ours (upstream's /state has no role field): the master this node follows, null while none. */
 export function stateToWire(
   state: ClusterState,
@@ -77,9 +112,13 @@ export function stateToWire(
     instances: state.instances,
     runners: state.runners,
     downloads: state.downloads,
-    tasks: state.tasks,
+    // Serving tasks are not events here: each node reports the requests its engines run (gossiped readings).
+    tasks: {
+      ...state.tasks,
+      ...tasksOf(telemetry.flatMap(([, e]) => e.reading.running ?? []), state.tracingEnabled),
+    },
     lastSeen: Object.fromEntries(telemetry.map(([id, e]) => [id, new Date(e.receivedAt).toISOString()])),
-    topology: { nodes: telemetry.map(([id]) => id), connections: {} },
+    topology: topologyOf(telemetry),
     tracingEnabled: state.tracingEnabled,
     lastEventAppliedIdx: state.lastEventAppliedIdx,
     masterNodeId,

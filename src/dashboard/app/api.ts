@@ -26,7 +26,7 @@ export interface ConfigView {
   config: Record<string, unknown>;
   configPath: string;
   fileExists: boolean;
-  effective: { has_hf_token: boolean; settings?: SettingView[] };
+  effective: { has_hf_token: boolean; settings?: SettingView[]; cluster?: Record<string, unknown> };
 }
 
 export class ApiFailure extends Error {

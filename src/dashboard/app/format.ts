@@ -4,6 +4,7 @@
  */
 import type { DownloadProgress } from "../../cluster/downloads.ts";
 import type { Instance, RunnerStatus } from "../../cluster/instances.ts";
+import { instanceName } from "../../engines/instance-name.ts";
 
 const UNITS = ["B", "KB", "MB", "GB", "TB"];
 
@@ -78,6 +79,7 @@ export function runnerState(
 
 export interface InstanceView {
   id: string;
+  /** What runs it, as users read it ("llama.cpp RPC pool of 3 nodes"); the wire tag stays on the wire. */
   kind: string;
   modelId: string;
   contextTokenLimit: number | null;
@@ -119,7 +121,7 @@ export function instanceView(
   const first = Object.values(sa.runnerToShard)[0];
   return {
     id,
-    kind: kind.replace(/Instance$/, ""),
+    kind: instanceName(instance),
     modelId: sa.modelId,
     contextTokenLimit: body.contextTokenLimit ?? null,
     speech: first

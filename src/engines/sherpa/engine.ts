@@ -5,6 +5,7 @@
 import { createRequire } from "node:module";
 import { selfProgram } from "../../node/self.ts";
 import { answersOk, EngineProcess, type ProcessRegistry } from "../process.ts";
+import type { EngineSettings } from "../settings.ts";
 import { type HostConfig, SHERPA_PATHS } from "./protocol.ts";
 
 /** The hidden subcommand the child runs (src/cli/engine.ts). */
@@ -18,11 +19,11 @@ export function nativePackage(os: string = Deno.build.os, arch: string = Deno.bu
 }
 
 /**
- * The native addon this node would load, or null (also when SKULK_SHERPA_ONNX=0 turns the engine off).
+ * The native addon this node would load, or null (also when engines.sherpa_onnx turns the engine off).
  * Found through the package manager's layout, without loading it: the daemon never maps native code.
  */
-export function findSherpaOnnx(env: Record<string, string | undefined> = Deno.env.toObject()): string | null {
-  if (env.SKULK_SHERPA_ONNX === "0") return null;
+export function findSherpaOnnx(s: Pick<EngineSettings, "sherpaOnnx">): string | null {
+  if (!s.sherpaOnnx) return null;
   const pkg = nativePackage();
   if (!pkg) return null;
   try {

@@ -5,20 +5,20 @@
  */
 import { resample } from "../../audio/pcm.ts";
 import type { TurnDetection, VadEvent, VoiceActivityDetector } from "../../audio/vad.ts";
-import { cacheDir } from "../discovery.ts";
 import type { EngineProcess } from "../process.ts";
+import type { EngineSettings } from "../settings.ts";
 import { SHERPA_PATHS, VAD_RATE, type VadOptions, VadReplySchema } from "./protocol.ts";
 
 /** Where scripts/fetch-silero-vad puts the model. */
-export function sileroModelPath(env: Record<string, string | undefined> = Deno.env.toObject()): string {
-  return env.SKULK_SILERO_VAD_MODEL ?? `${cacheDir(env)}/models/silero_vad_v5.onnx`;
+export function sileroModelPath(s: Pick<EngineSettings, "sileroVadModel" | "cacheDir">): string {
+  return s.sileroVadModel ?? `${s.cacheDir}/models/silero_vad_v5.onnx`;
 }
 
 /** The model file, or why there is none. */
 export function findSileroModel(
-  env: Record<string, string | undefined> = Deno.env.toObject(),
+  s: Pick<EngineSettings, "sileroVadModel" | "cacheDir">,
 ): { path: string } | { error: string } {
-  const path = sileroModelPath(env);
+  const path = sileroModelPath(s);
   try {
     if (Deno.statSync(path).isFile) return { path };
   } catch { /* missing */ }
@@ -58,14 +58,14 @@ export class VadHost {
 
   constructor(
     readonly start: StartVadChild,
-    readonly env: Record<string, string | undefined> = Deno.env.toObject(),
+    readonly settings: Pick<EngineSettings, "sileroVadModel" | "cacheDir">,
   ) {}
 
   /** ws://127.0.0.1:<port> of a serving child; throws with the reason when it cannot start. */
   async url(): Promise<VadChild> {
     if (this.#stopped) throw new Error("the node is stopping");
     if (!this.#running) {
-      const model = findSileroModel(this.env);
+      const model = findSileroModel(this.settings);
       if ("error" in model) throw new Error(model.error);
       const { engine, port, release } = this.start(model.path);
       const died = Promise.withResolvers<void>();

@@ -170,8 +170,10 @@ function Links(props: { s: ClusterStateWire }) {
     for (const [sink, edges] of Object.entries(sinks)) {
       for (const e of edges) {
         const ma = e.sinkMultiaddr as { ip_address?: string; port?: number } | undefined;
+        // rttMs is ours: the round trip the source measured on its last gossip exchange over the link.
+        const rtt = typeof e.rttMs === "number" ? ` · ${e.rttMs} ms` : "";
         const how = ma
-          ? `TCP ${ma.ip_address}:${ma.port}`
+          ? `TCP ${ma.ip_address}:${ma.port}${rtt}`
           : e.sourceRdmaIface
           ? `RDMA ${e.sourceRdmaIface} → ${e.sinkRdmaIface}`
           : "link";

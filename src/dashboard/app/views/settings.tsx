@@ -94,7 +94,11 @@ export function SettingsView() {
       setView(v);
       setValues(
         Object.fromEntries(
-          (v.effective.settings ?? []).map((s) => [s.key, show(fileValue(v.config, s.key))]),
+          // A cluster-wide key lives in the cluster's log, not the file: the form shows the cluster's value.
+          (v.effective.settings ?? []).map((s) => [
+            s.key,
+            show(s.scope === "cluster" ? v.effective.cluster?.[s.key] : fileValue(v.config, s.key)),
+          ]),
         ),
       );
     }).catch((e) => setLoadError(e instanceof ApiFailure ? e.message : String(e)));
@@ -178,6 +182,9 @@ export function SettingsView() {
                   />
                   <p id={`${id}-help`} class="help">
                     {HELP[s.key] ?? ""}
+                    {s.scope === "cluster"
+                      ? <span class="scope">cluster-wide: saving sets it on every node</span>
+                      : null}
                     {s.env
                       ? (
                         <span class="env">

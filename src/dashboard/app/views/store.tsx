@@ -4,6 +4,8 @@
  * Launch (`/instance/previews`, `POST /place_instance`), download progress, and running instances with Delete.
  */
 import { useEffect, useState } from "hono/jsx/dom";
+import type { Instance } from "../../../cluster/instances.ts";
+import { instanceName, placementKindName } from "../../../engines/instance-name.ts";
 import {
   ApiFailure,
   type ClusterStateWire,
@@ -63,7 +65,8 @@ function PreviewRow(
     return (
       <li class="preview preview-refused">
         <div>
-          <strong>{p.sharding} · {p.instance_meta}</strong> <Badge tone="error">cannot place</Badge>
+          <strong>{p.sharding} sharding as {placementKindName(p.instance_meta)}</strong>{" "}
+          <Badge tone="error">cannot place</Badge>
         </div>
         <p>{p.error}</p>
       </li>
@@ -76,7 +79,9 @@ function PreviewRow(
         <strong>
           {nodes.length === 1 ? "One node" : `${nodes.length} nodes`}, {p.sharding.toLowerCase()} sharding
         </strong>
-        <span class="muted">· {p.instance_meta}</span>
+        <span class="muted">
+          · {p.instance ? instanceName(p.instance as Instance) : placementKindName(p.instance_meta)}
+        </span>
       </div>
       <p>
         {nodes.length === 1 ? "Runs entirely on " : "Splits the model across "}

@@ -3,10 +3,11 @@
  * that llama-server serves; `make-voice` a tiny random-weight Piper voice that sherpa-onnx speaks with.
  */
 import type { Command } from "commander";
-import { writeTinyModel } from "../models/gguf/tiny.ts";
-import { VocabNotFound } from "../models/gguf/vocab.ts";
-import { resolveTinyPiper, writeTinyPiper } from "../models/piper/tiny.ts";
-import { CliError, formatBytes } from "./common.ts";
+import { writeTinyModel } from "./gguf/tiny.ts";
+import { VocabNotFound } from "./gguf/vocab.ts";
+import { resolveTinyPiper, writeTinyPiper } from "./piper/tiny.ts";
+import { CliError, formatBytes } from "../cli/common.ts";
+import { loadConfig } from "../config/load.ts";
 
 const int = (name: string) => (v: string): number => {
   const n = Number(v);
@@ -32,7 +33,7 @@ export function registerDev(program: Command): Command {
     .option("--seed <n>", "weights seed (default 1)", int("seed"))
     .option(
       "--vocab <name>",
-      "vocabulary ggml-vocab-<name>.gguf (default llama-spm; env SKULK_VOCAB_DIR says where)",
+      "vocabulary ggml-vocab-<name>.gguf (default llama-spm; dev.vocab_dir, env SKULK_VOCAB_DIR, says where)",
     )
     .option("--dtype <type>", "f16 or f32 weights (default f16)")
     .option(
@@ -61,7 +62,7 @@ export function registerDev(program: Command): Command {
           dtype: flags.dtype,
           pooling: flags.pooling,
           name: flags.name,
-        });
+        }, loadConfig({}).config);
         if (flags.json) {
           console.log(
             JSON.stringify({ path: flags.out, bytes: r.bytes, vocab: r.vocabPath, options: r.options }),

@@ -3,7 +3,7 @@
  * small layers, weights deterministic by seed. Pure builder (`tinyLlama`) plus the file-writing shell.
  */
 import { GgmlType, gguf, type GgufMetadata, type GgufTensor, writeGguf } from "./writer.ts";
-import { readVocab, resolveVocab } from "./vocab.ts";
+import { readVocab, resolveVocab, type VocabSettings } from "./vocab.ts";
 
 export interface TinyOptions {
   /** Transformer blocks. */
@@ -220,13 +220,14 @@ export function tinyLlama(
   return { metadata, tensors };
 }
 
-/** Writes a tiny model to `path`; returns its resolved options and size. */
+/** Writes a tiny model to `path` with a vocab found through `where`; returns its resolved options and size. */
 export async function writeTinyModel(
   path: string,
-  opts: TinyOptions = {},
+  opts: TinyOptions,
+  where: VocabSettings,
 ): Promise<{ bytes: number; options: ResolvedTinyOptions; vocabPath: string }> {
   const options = resolveTinyOptions(opts);
-  const vocabPath = resolveVocab(options.vocab);
+  const vocabPath = resolveVocab(options.vocab, where);
   const { metadata, tensors } = tinyLlama(await readVocab(vocabPath), options);
   const bytes = await writeGguf(path, metadata, tensors);
   return { bytes, options, vocabPath };

@@ -3,7 +3,11 @@
  * scripts/build-engine caches) and reads their tokenizer metadata for the tiny-model generator.
  */
 import { gguf as parseGguf } from "@huggingface/gguf";
+import type { Config } from "../../config/schema.ts";
 import type { GgufEntry, GgufMetadata } from "./writer.ts";
+
+/** Where vocab files are looked for: dev.vocab_dir alone when set, else the engine cache's llama.cpp sources. */
+export type VocabSettings = Pick<Config, "vocabDir" | "cacheDir">;
 
 export class VocabNotFound extends Error {
   constructor(message: string) {
@@ -12,16 +16,10 @@ export class VocabNotFound extends Error {
   }
 }
 
-/** The cache dir scripts/build-engine uses: SKULK_CACHE_DIR, else $XDG_CACHE_HOME/skulk, else ~/.cache/skulk. */
-export function skulkCacheDir(env: (k: string) => string | undefined = (k) => Deno.env.get(k)): string {
-  return env("SKULK_CACHE_DIR") ?? `${env("XDG_CACHE_HOME") ?? `${env("HOME") ?? "."}/.cache`}/skulk`;
-}
-
-/** Directories that may hold ggml-vocab-*.gguf, best first: SKULK_VOCAB_DIR alone when set. */
-export function vocabDirs(env: (k: string) => string | undefined = (k) => Deno.env.get(k)): string[] {
-  const override = env("SKULK_VOCAB_DIR");
-  if (override) return [override];
-  const src = `${skulkCacheDir(env)}/src`;
+/** Directories that may hold ggml-vocab-*.gguf, best first: the vocab dir alone when set. */
+export function vocabDirs(s: VocabSettings): string[] {
+  if (s.vocabDir) return [s.vocabDir];
+  const src = `${s.cacheDir}/src`;
   const dirs: { path: string; mtime: number }[] = [];
   try {
     for (const e of Deno.readDirSync(src)) {
@@ -37,19 +35,16 @@ export function vocabDirs(env: (k: string) => string | undefined = (k) => Deno.e
 }
 
 /** Path of ggml-vocab-<name>.gguf, or VocabNotFound saying where it looked and how to get it. */
-export function resolveVocab(
-  name: string,
-  env: (k: string) => string | undefined = (k) => Deno.env.get(k),
-): string {
+export function resolveVocab(name: string, s: VocabSettings): string {
   if (!/^[a-z0-9][a-z0-9._-]*$/i.test(name)) throw new VocabNotFound(`bad vocabulary name '${name}'`);
-  const dirs = vocabDirs(env);
+  const dirs = vocabDirs(s);
   for (const dir of dirs) {
     const path = `${dir}/ggml-vocab-${name}.gguf`;
     try {
       if (Deno.statSync(path).isFile) return path;
     } catch { /* try the next */ }
   }
-  const where = dirs.length ? dirs.join(", ") : `${skulkCacheDir(env)}/src/llama.cpp-*/models`;
+  const where = dirs.length ? dirs.join(", ") : `${s.cacheDir}/src/llama.cpp-*/models`;
   throw new VocabNotFound(
     `vocabulary ggml-vocab-${name}.gguf not found in ${where}; run scripts/build-engine first (it caches the llama.cpp ` +
       `source with its models/ folder) or set SKULK_VOCAB_DIR to a folder holding ggml-vocab-*.gguf`,

@@ -3,7 +3,8 @@
  * tokens.txt with Piper's phoneme symbols, model.onnx.json), deterministic by seed, for tests and benchmarks.
  */
 import { randomValues, tensorSeed } from "../gguf/tiny.ts";
-import { encodeOnnx, type OnnxModel, type OnnxNode, type OnnxTensor } from "../onnx/model.ts";
+import type { OnnxModel, OnnxNode, OnnxTensor } from "../../models/onnx/model.ts";
+import { encodeOnnx } from "../onnx/encode.ts";
 
 export interface TinyPiperOptions {
   /** More than one makes a multi-speaker voice with a `sid` input. */
