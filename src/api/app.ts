@@ -18,6 +18,8 @@ import { instanceRoutes } from "./routes/instances.ts";
 import { downloadRoutes } from "./routes/downloads.ts";
 import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
+import { anthropicRoutes } from "./routes/anthropic.ts";
+import { responsesRoutes } from "./routes/responses.ts";
 import { audioRoutes } from "./routes/audio.ts";
 import { realtimeRoutes } from "./routes/realtime.ts";
 import { nodeRoutes } from "./routes/node.ts";
@@ -78,6 +80,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", placementRoutes);
   app.route("/", instanceRoutes);
   app.route("/", openaiRoutes);
+  app.route("/", anthropicRoutes);
+  app.route("/", responsesRoutes);
   app.route("/", audioRoutes);
   app.route("/", realtimeRoutes);
   app.route("/", customModelRoutes);

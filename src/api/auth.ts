@@ -1,6 +1,6 @@
 /**
- * The API key check: a client's `Authorization: Bearer <key>` compared in constant time, or, for a request
- * another node forwarded, that node's peer signature instead (the client's key never leaves its node).
+ * The API key check: a client's `Authorization: Bearer <key>` (or `x-api-key`) compared in constant time, or,
+ * for a request another node forwarded, that node's peer signature instead (the client's key never leaves its node).
  */
 import type { Context, MiddlewareHandler } from "hono";
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -71,7 +71,10 @@ export function apiKeyAuth(key: string, open: (c: Context<ApiEnv>) => boolean): 
   return async (c, next) => {
     if (open(c)) return await next();
     const auth = c.req.header("authorization") ?? "";
-    const presented = auth.startsWith("Bearer ") ? auth.slice("Bearer ".length) : null;
+    // Anthropic's clients send the key as x-api-key; a bearer token, when there is one, is the one checked.
+    const presented = auth.startsWith("Bearer ")
+      ? auth.slice("Bearer ".length)
+      : c.req.header("x-api-key") ?? null;
     if (presented !== null && keyMatches(presented, key)) return await next();
     if (presented === null && await signedForward(c)) return await next();
     throw unauthorized();

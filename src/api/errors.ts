@@ -7,6 +7,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import { DomainError, type DomainKind, NoMaster, NoQuorum } from "../app/errors.ts";
 import { UntrustedInputError } from "../security/ids.ts";
+import { ToolRequestError } from "../serving/forced-tools.ts";
 
 const REASONS: Record<number, string> = {
   400: "Bad Request",
@@ -64,6 +65,9 @@ export function toApiError(err: unknown): ApiError | null {
   if (err instanceof ApiError) return err;
   if (err instanceof UntrustedInputError) {
     return new ApiError(400, err.message, { param: err.field, type: "invalid_request_error" });
+  }
+  if (err instanceof ToolRequestError) {
+    return new ApiError(400, err.message, { param: err.param, type: "invalid_request_error" });
   }
   if (err instanceof DomainError) {
     const m = DOMAIN_STATUS[err.kind];

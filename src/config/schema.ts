@@ -520,7 +520,8 @@ export const SETTINGS = {
     envAliases: ["SKULK_MAX_TOKENS"],
     schema: count,
     default: 4096,
-    description: "`max_tokens` of a chat or completion request that names none",
+    description:
+      "`max_tokens` of a chat or completion request (or `max_output_tokens` of a Responses request) that names none",
   }),
   enableImageModels: setting({
     key: "inference.enable_image_models",

@@ -3,6 +3,7 @@
  * `object: "chat.completion"` and the command id, each tool call whole in one delta, usage on the final
  * chunk, `: generation_stats`, then `data: [DONE]`. Pure: feed it data payloads, it returns SSE text.
  */
+import { newToolCallId, toolCallFromText } from "./forced-tools.ts";
 
 interface ToolCallAcc {
   index: number;
@@ -48,6 +49,8 @@ export class ChatStreamTranslator {
   #usage: Record<string, unknown> | null = null;
   #timings: UpstreamChunk["timings"] | null = null;
   #done = false;
+  /** Set for a forced tool call: the content is the call's JSON, held back and sent as one tool call. */
+  #forcedText: string | null = null;
 
   /** The text around a plain content delta's string literal, built once per stream. */
   readonly #plainHead: string;
@@ -61,6 +64,12 @@ export class ChatStreamTranslator {
     this.#plainHead =
       `data: {"id":${JSON.stringify(commandId)},"object":"chat.completion","created":${created},` +
       `"model":${JSON.stringify(model)},"choices":[{"index":0,"delta":{"role":"assistant","content":`;
+  }
+
+  /** The engine's text is a forced tool call's JSON (see forced-tools.ts): hold it and send it as the call. */
+  holdContentAsToolCall(): this {
+    this.#forcedText = "";
+    return this;
   }
 
   /** True once the closing frames were produced: nothing more will be sent. */
@@ -93,7 +102,7 @@ export class ChatStreamTranslator {
   push(payload: string): string {
     if (this.#done) return "";
     if (payload.trim() === "[DONE]") return this.end();
-    const plain = PLAIN_CONTENT.exec(payload);
+    const plain = this.#forcedText === null ? PLAIN_CONTENT.exec(payload) : null;
     if (plain) return plain[1] === '""' ? "" : this.#plainHead + plain[1] + this.#plainTail;
     let chunk: UpstreamChunk & { error?: unknown };
     try {
@@ -119,7 +128,8 @@ export class ChatStreamTranslator {
         this.#tools.set(idx, acc);
       }
       const delta: Record<string, unknown> = {};
-      if (d.content) delta.content = d.content;
+      if (d.content && this.#forcedText !== null) this.#forcedText += d.content;
+      else if (d.content) delta.content = d.content;
       if (d.reasoning_content) delta.reasoning_content = d.reasoning_content;
       if (Object.keys(delta).length) out += this.#chunk(delta, null, choice.logprobs ?? null);
       if (choice.finish_reason) this.#finish = choice.finish_reason;
@@ -133,6 +143,18 @@ export class ChatStreamTranslator {
     this.#done = true;
     let out = "";
     const usage = this.#usage;
+    const forced = this.#forcedText !== null ? toolCallFromText(this.#forcedText, newToolCallId()) : null;
+    if (forced) {
+      this.#tools.set(0, {
+        index: 0,
+        id: forced.id,
+        name: forced.function.name,
+        arguments: forced.function.arguments,
+      });
+    } else if (this.#forcedText) {
+      // Cut short (max_tokens): the partial JSON goes out as text so the client sees what came.
+      out += this.#chunk({ content: this.#forcedText }, null);
+    }
     if (this.#tools.size > 0) {
       const calls = [...this.#tools.values()].sort((a, b) => a.index - b.index).map((t) => ({
         id: t.id || `call_${t.index}`,

@@ -135,6 +135,20 @@ export function runnerTag(s: WireState, runnerId: string): string | undefined {
   return st ? Object.keys(st)[0] : undefined;
 }
 
+/**
+ * Places a tiny model (a ready single-node instance of `ggufPath` as `modelId`, its card registered first) on a
+ * node and waits, up to `timeoutMs` (the machine may be busy), for its runner to be ready; its runner id.
+ */
+export function placeReady(
+  node: Node & { nodeId: string },
+  modelId: string,
+  ggufPath: string,
+  ctx = 2048,
+  timeoutMs = 180_000,
+): Promise<string> {
+  return placeOnNode(node, localCardWire(modelId, ggufPath), ctx, timeoutMs);
+}
+
 export function pidAlive(pid: number): boolean {
   try {
     return !/\) Z /.test(Deno.readTextFileSync(`/proc/${pid}/stat`));

@@ -2,7 +2,12 @@
  * Tiny GGUF models for tests: generated once per option set under tests/.tmp/models/ and reused, so every
  * test that needs a real llama-server model gets one in milliseconds without any download.
  */
-import { resolveTinyOptions, type TinyOptions, writeTinyModel } from "../../src/dev/gguf/tiny.ts";
+import {
+  resolveTinyOptions,
+  TINY_CHAT_TEMPLATE,
+  type TinyOptions,
+  writeTinyModel,
+} from "../../src/dev/gguf/tiny.ts";
 import { resolveConfig } from "../../src/config/load.ts";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -22,9 +27,18 @@ export function tinyModelName(opts: TinyOptions = {}): string {
     `s${o.seed}`,
     o.dtype,
     o.pooling,
+    // The header (chat template, tokenizer flags) changes with the code: a stale cached file must not be reused.
+    `h${headerVersion()}`,
   ];
   const name = opts.name ? `-${opts.name.replace(/[^A-Za-z0-9._-]/g, "_")}` : "";
   return `tiny-${key.join("-")}${name}.gguf`;
+}
+
+/** A short hash of what the tiny header carries besides the options (FNV-1a of the template, plus a revision). */
+function headerVersion(): string {
+  let h = 0x811c9dc5;
+  for (const ch of `2:${TINY_CHAT_TEMPLATE}`) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193);
+  return (h >>> 0).toString(36);
 }
 
 /** Path of a tiny llama GGUF with these options (defaults: 4 layers, 64 wide, llama-spm vocab, f16). */

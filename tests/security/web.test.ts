@@ -426,6 +426,28 @@ describe("caps on concurrent streams and realtime sessions", () => {
         expect(body.error.type).toBe("rate_limit_error");
         expect(body.error.code).toBe("too_many_concurrent");
         expect(body.error.message).toContain("api.max_concurrent_streams");
+        // The Messages and Responses streams run on the same generation path and count against the same cap.
+        const messages = await fetch(`${node.url}/v1/messages`, {
+          method: "POST",
+          body: JSON.stringify({
+            model: LLM,
+            max_tokens: 8,
+            messages: [{ role: "user", content: "hi" }],
+            stream: true,
+          }),
+        });
+        expect(messages.status).toBe(429);
+        expect(Number(messages.headers.get("retry-after"))).toBeGreaterThan(0);
+        const messagesBody = await messages.json();
+        expect(messagesBody.error.type).toBe("rate_limit_error");
+        expect(messagesBody.error.message).toContain("api.max_concurrent_streams");
+        const responses = await fetch(`${node.url}/v1/responses`, {
+          method: "POST",
+          body: JSON.stringify({ model: LLM, input: "hi", max_output_tokens: 8, stream: true }),
+        });
+        expect(responses.status).toBe(429);
+        expect(Number(responses.headers.get("retry-after"))).toBeGreaterThan(0);
+        expect((await responses.json()).error.code).toBe("too_many_concurrent");
         // Answers that do not stream are not counted.
         const plain = await fetch(`${node.url}/v1/chat/completions`, {
           method: "POST",

@@ -127,6 +127,11 @@ describe("tiny llama", () => {
     expect(a.tensors.find((t) => t.name === "token_embd.weight")!.dims).toEqual([64, nVocab]);
     expect(a.tensors.find((t) => t.name === "blk.1.attn_k.weight")!.dims).toEqual([64, 32]); // 2 KV heads of 16
     expect(a.metadata["tokenizer.chat_template"].value).toContain("<|im_start|>");
+    // Tools are declared (llama-server detects the Hermes/Qwen <tool_call> format from the template) and no
+    // space prefix breaks the grammar's replay of the generation prompt.
+    expect(a.metadata["tokenizer.chat_template"].value).toContain("<tool_call>");
+    expect(a.metadata["tokenizer.chat_template"].value).toContain("{%- if tools %}");
+    expect(a.metadata["tokenizer.ggml.add_space_prefix"].value).toBe(false);
     // End-of-text and other non-normal tokens get zero output rows, so they never win greedy decoding.
     const embd = new Float16Array(a.tensors[0].data.slice().buffer);
     const eos = Number(vocab["tokenizer.ggml.eos_token_id"].value);

@@ -9,6 +9,7 @@ import { z } from "zod";
 import { logger } from "../../log/mod.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
+import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
@@ -32,6 +33,8 @@ export const ChatRequest = z.looseObject({
   max_tokens: positiveTokens.nullish(),
   max_completion_tokens: positiveTokens.nullish(),
   enable_thinking: z.boolean().optional(),
+  tools: z.array(ChatTool).optional(),
+  tool_choice: ChatToolChoice.optional(),
 });
 export const CompletionRequest = z.looseObject({
   model: z.string().min(1, "must name a model"),
@@ -78,7 +81,13 @@ describe({
   tag: "openai",
 });
 
-type Routed = { local: { baseUrl: string; target: Target; commandId: string } } | { remote: Response };
+/** A request this node's engine serves: the engine's URL, its target, and the request's command id. */
+export interface Local {
+  baseUrl: string;
+  target: Target;
+  commandId: string;
+}
+type Routed = { local: Local } | { remote: Response };
 
 /**
  * The command id of a request: the owner's, when a peer forwarded it here (so a cancel through either node
@@ -126,7 +135,7 @@ function untilDone(res: Response, done: () => void): Response {
 }
 
 /** Finds the engine for a model: a local runner's URL, or the driving node's streamed answer. */
-async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
+export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
   if (!r.ok) {
@@ -169,7 +178,7 @@ async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Ro
   return { local: { baseUrl: runner.baseUrl, target: r.target, commandId } };
 }
 
-function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
+export function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
   const runner = ctx.worker?.runner(target.runnerId);
   return `the engine serving this model failed during the request: ${
     runner?.failure ?? (err as Error).message
@@ -177,7 +186,7 @@ function engineFailure(ctx: NodeContext, target: Target, err: unknown): string {
 }
 
 /** Maps an engine's error answer to ours; llama-server's context overflow becomes context_length_exceeded. */
-async function engineError(res: Response): Promise<ApiError> {
+export async function engineError(res: Response): Promise<ApiError> {
   const text = await res.text();
   let message = text;
   try {
@@ -195,7 +204,11 @@ async function engineError(res: Response): Promise<ApiError> {
   });
 }
 
-function admit(maxTokens: number | null | undefined, target: Target, contextTokens: number | null): void {
+export function admit(
+  maxTokens: number | null | undefined,
+  target: Target,
+  contextTokens: number | null,
+): void {
   const limit = target.contextTokenLimit ?? contextTokens;
   if (maxTokens && limit && maxTokens >= limit) {
     throw new ApiError(
@@ -209,7 +222,7 @@ function admit(maxTokens: number | null | undefined, target: Target, contextToke
   }
 }
 
-function streamResponse(
+export function streamResponse(
   c: Context<ApiEnv>,
   upstream: Response,
   abort: AbortController,
@@ -316,7 +329,7 @@ function streamResponse(
   });
 }
 
-async function callEngine(
+export async function callEngine(
   baseUrl: string,
   path: string,
   body: unknown,
@@ -339,9 +352,9 @@ interface Generation {
 }
 
 /** Sends a generation to the engine under its command id, recorded as running (cancellable through /v1/cancel). */
-async function startGeneration(
+export async function startGeneration(
   c: Context<ApiEnv>,
-  routed: { baseUrl: string; target: Target; commandId: string },
+  routed: Local,
   path: string,
   body: Record<string, unknown>,
 ): Promise<Generation> {
@@ -377,6 +390,65 @@ async function startGeneration(
   return { commandId, abort, res, release };
 }
 
+/** What turns the engine's chat SSE into a client's stream (Chat Completions chunks, Anthropic events). */
+export interface ChatStreamFraming {
+  head(): string;
+  push(payload: string): string;
+  end(): string;
+  fail(message: string): string;
+  readonly done: boolean;
+  holdContentAsToolCall(): unknown;
+}
+
+/**
+ * Runs a chat generation on a local engine: a forced tool call is held to its schema (forced-tools.ts); a
+ * stream goes out through `framing` holding a stream slot, otherwise the reply comes back parsed, the forced
+ * call made a tool call.
+ */
+export async function chatGeneration(
+  c: Context<ApiEnv>,
+  local: Local,
+  req: Record<string, unknown>,
+  framing: (commandId: string) => ChatStreamFraming,
+): Promise<Response | { commandId: string; reply: Record<string, unknown> }> {
+  const ctx = c.var.node;
+  const forcing = forceToolCall(req);
+  const { commandId, abort, res, release } = await startGeneration(
+    c,
+    local,
+    "/v1/chat/completions",
+    forcing.request,
+  );
+  if (req.stream) {
+    const t = framing(commandId);
+    if (forcing.forced) t.holdContentAsToolCall();
+    return streamResponse(
+      c,
+      res,
+      abort,
+      commandId,
+      {
+        head: () => t.head(),
+        push: (p) => t.push(p),
+        end: () => t.end(),
+        fail: (m) => t.fail(m),
+        done: () => t.done,
+      },
+      (e) => t.fail(engineFailure(ctx, local.target, e)),
+      release,
+    );
+  }
+  try {
+    const reply = await res.json() as Record<string, unknown>;
+    return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
+  } catch (e) {
+    throw new ApiError(503, engineFailure(ctx, local.target, e));
+  } finally {
+    runningOf(ctx).remove(commandId);
+    release();
+  }
+}
+
 export const openaiRoutes = new Hono<ApiEnv>()
   .post("/v1/chat/completions", async (c) => {
     const ctx = c.var.node;
@@ -400,44 +472,15 @@ export const openaiRoutes = new Hono<ApiEnv>()
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
     if (body.stream) req.stream_options = { include_usage: true };
-    const { commandId, abort, res, release } = await startGeneration(
-      c,
-      routed.local,
-      "/v1/chat/completions",
-      req,
-    );
-    if (body.stream) {
-      const t = new ChatStreamTranslator(commandId, body.model);
-      return streamResponse(
-        c,
-        res,
-        abort,
-        commandId,
-        {
-          head: () => t.head(),
-          push: (p) => t.push(p),
-          end: () => t.end(),
-          fail: (m) => t.fail(m),
-          done: () => t.done,
-        },
-        (e) => t.fail(engineFailure(ctx, target, e)),
-        release,
-      );
-    }
-    try {
-      const out = await res.json() as Record<string, unknown>;
-      return c.json({
-        ...out,
-        id: commandId,
-        object: "chat.completion",
-        model: body.model,
-        service_tier: null,
-      });
-    } catch (e) {
-      throw new ApiError(503, engineFailure(ctx, target, e));
-    } finally {
-      runningOf(ctx).remove(commandId);
-    }
+    const out = await chatGeneration(c, routed.local, req, (id) => new ChatStreamTranslator(id, body.model));
+    if (out instanceof Response) return out;
+    return c.json({
+      ...out.reply,
+      id: out.commandId,
+      object: "chat.completion",
+      model: body.model,
+      service_tier: null,
+    });
   })
   .post("/v1/completions", async (c) => {
     const ctx = c.var.node;

@@ -101,12 +101,41 @@ const POOLING = { none: 0, mean: 1, cls: 2, last: 3 } as const;
 const NORMAL_TOKEN = 1;
 
 /**
- * A ChatML template: llama-server recognises it with and without --jinja. Its markers are plain text
- * in most small vocabularies, so they never end generation early.
+ * A ChatML template with tools in the style of Qwen 2.5 / Hermes: tool signatures in the system turn, calls
+ * as `<tool_call>{"name", "arguments"}</tool_call>`, results as `<tool_response>` in a user turn. llama-server
+ * (--jinja) recognises this format, so a forced tool call is grammar-constrained to valid JSON even with
+ * random weights. Its markers are plain text in most small vocabularies, so they never end generation early.
  */
-export const TINY_CHAT_TEMPLATE =
-  "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + " +
-  "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+export const TINY_CHAT_TEMPLATE = String.raw`{%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0]['role'] == 'system' %}{{- messages[0]['content'] }}{%- else %}{{- 'You are a helpful assistant.' }}{%- endif %}
+{{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+{%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %}
+{{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}{%- endif %}
+{%- endif %}
+{%- for message in messages %}
+{%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+{%- elif message.role == "assistant" %}
+{{- '<|im_start|>' + message.role }}
+{%- if message.content %}{{- '\n' + message.content }}{%- endif %}
+{%- for tool_call in message.tool_calls %}
+{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}
+{{- '\n<tool_call>\n{"name": "' }}{{- tool_call.name }}{{- '", "arguments": ' }}
+{%- if tool_call.arguments is string %}{{- tool_call.arguments }}{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}
+{{- '}\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- elif message.role == "tool" %}
+{%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}{{- '<|im_start|>user' }}{%- endif %}
+{{- '\n<tool_response>\n' }}{{- message.content }}{{- '\n</tool_response>' }}
+{%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}{{- '<|im_end|>\n' }}{%- endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}
+`;
 
 /**
  * Builds the header and tensors of a tiny llama. The output matrix is tied to the token embeddings, and the
@@ -148,6 +177,9 @@ export function tinyLlama(
   if (!metadata["tokenizer.chat_template"]) {
     metadata["tokenizer.chat_template"] = gguf.str(TINY_CHAT_TEMPLATE);
   }
+  // SentencePiece's leading space merges into the template's first marker ("▁<"); llama-server then cannot
+  // replay the generation prompt into a JSON-schema or tool grammar and refuses every constrained request.
+  metadata["tokenizer.ggml.add_space_prefix"] = gguf.bool(false);
 
   const tensors: GgufTensor[] = [];
   const matrix = (name: string, cols: number, rows: number, std = 1 / Math.sqrt(cols)) =>
