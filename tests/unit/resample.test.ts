@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { resample } from "../../src/audio/pcm.ts";
-import { FILTER, resampledLength, Resampler } from "../../src/audio/resample.ts";
+import { FILTER, resampledLength, Resampler, resampleYielding } from "../../src/audio/resample.ts";
 
 function tone(n: number, rate: number, hz: number, amp = 0.5): Float32Array {
   const out = new Float32Array(n);
@@ -120,6 +120,20 @@ describe("band-limited resampling", () => {
     expect(chunked.length).toBe(whole.length);
     let maxDiff = 0;
     for (let i = 0; i < whole.length; i++) maxDiff = Math.max(maxDiff, Math.abs(chunked[i] - whole[i]));
+    expect(maxDiff).toBeLessThan(1e-6);
+  });
+
+  it("resamples a long upload a slice at a time, letting timers run in between, to the same result", async () => {
+    const x = tone(48000 * 12, 48000, 440);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 0);
+    const sliced = await resampleYielding(x, 48000, 16000, 2);
+    clearInterval(timer);
+    expect(ticks).toBeGreaterThanOrEqual(5);
+    const whole = resample(x, 48000, 16000);
+    expect(sliced.length).toBe(whole.length);
+    let maxDiff = 0;
+    for (let i = 0; i < whole.length; i++) maxDiff = Math.max(maxDiff, Math.abs(sliced[i] - whole[i]));
     expect(maxDiff).toBeLessThan(1e-6);
   });
 
