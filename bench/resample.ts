@@ -3,6 +3,7 @@
  * measured side by side (interleaved rounds) in one run, in seconds of audio per second of CPU.
  *   deno run -A bench/resample.ts [--seconds N] [--rounds N]
  */
+import { cpuUsage } from "node:process";
 import { resample } from "../src/audio/pcm.ts";
 import { FILTER, Resampler } from "../src/audio/resample.ts";
 
@@ -47,23 +48,25 @@ function noise(n: number): Float32Array {
   return out;
 }
 
-/** Seconds of audio per CPU second (wall time of a single-threaded loop on an otherwise busy machine). */
+/** Seconds of audio per second of this process's CPU time (user + system): other load counts less. */
 function rate(
   f: (x: Float32Array, from: number, to: number) => Float32Array,
   x: Float32Array,
   from: number,
   to: number,
 ) {
-  const t0 = performance.now();
+  const t0 = cpuUsage();
   f(x, from, to);
-  return SECONDS / ((performance.now() - t0) / 1000);
+  const used = cpuUsage(t0);
+  return SECONDS / ((used.user + used.system) / 1e6);
 }
 
 console.log(
   `filter: Kaiser-windowed sinc, passband to ${FILTER.passband} and stopband from ${FILTER.stopband} of the ` +
     `lower Nyquist, ${FILTER.attenuationDb} dB; ${SECONDS} s of audio, median of ${ROUNDS} interleaved rounds`,
 );
-console.log("pair                 linear (x realtime)   band-limited   band-limited, 100 ms chunks");
+console.log("seconds of audio per CPU second");
+console.log("pair                       linear         band-limited  band-limited, 100 ms chunks");
 for (const [from, to] of [[48000, 16000], [44100, 16000], [24000, 16000], [22050, 16000], [16000, 48000]]) {
   const x = noise(SECONDS * from);
   const results = { linear: [] as number[], sinc: [] as number[], chunks: [] as number[] };
