@@ -1,6 +1,6 @@
 /**
  * PCM audio as plain numbers: WAV parsing and writing (16-bit PCM out), 16-bit <-> float conversion,
- * mono mix-down, linear resampling, duration and loudness. Pure functions; no I/O.
+ * mono mix-down, resampling (band-limited, in resample.ts), duration and loudness. Pure functions; no I/O.
  */
 
 export interface Audio {
@@ -159,21 +159,8 @@ export function encodeWav(a: Audio): Uint8Array {
   return out;
 }
 
-/** Linear-interpolation resampling: enough for speech going into a 16 kHz recogniser. */
-export function resample(samples: Float32Array, from: number, to: number): Float32Array {
-  if (from === to || samples.length === 0) return samples;
-  const n = Math.max(1, Math.round(samples.length * to / from));
-  const out = new Float32Array(n);
-  const step = from / to;
-  for (let i = 0; i < n; i++) {
-    const x = i * step;
-    const i0 = Math.floor(x);
-    const i1 = Math.min(i0 + 1, samples.length - 1);
-    const t = x - i0;
-    out[i] = samples[Math.min(i0, samples.length - 1)] * (1 - t) + samples[i1] * t;
-  }
-  return out;
-}
+/** Band-limited resampling (src/audio/resample.ts): kept here, beside the other sample helpers, for callers. */
+export { resample } from "./resample.ts";
 
 export function durationSeconds(a: Audio): number {
   return a.samples.length / a.sampleRate;

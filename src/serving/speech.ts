@@ -7,7 +7,8 @@ import { z } from "zod";
 import { instanceBody } from "../cluster/instances.ts";
 import { untag } from "../cluster/tagged.ts";
 import { ApiError } from "../api/errors.ts";
-import { type Audio, encodeWav, resample } from "../audio/pcm.ts";
+import { type Audio, encodeWav } from "../audio/pcm.ts";
+import { resampleYielding } from "../audio/resample.ts";
 import { fromWhisperVerbose, normaliseDelta, type Transcript } from "../audio/transcript.ts";
 import { SseLineReader } from "./chat-stream.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
@@ -126,7 +127,7 @@ export type OnDelta = (text: string) => void;
  * Transcribes mono audio with the runner's engine, resampled to 16 kHz WAV: whisper-server (one request
  * at a time, queued) or llama-server with an audio projector (token-streamed, its own parallel slots).
  */
-export function transcribeLocal(
+export async function transcribeLocal(
   runner: LocalRunner,
   audio: Audio,
   o: TranscribeOptions,
@@ -139,7 +140,7 @@ export function transcribeLocal(
     );
   }
   const wav = encodeWav({
-    samples: resample(audio.samples, audio.sampleRate, WHISPER_RATE),
+    samples: await resampleYielding(audio.samples, audio.sampleRate, WHISPER_RATE),
     sampleRate: WHISPER_RATE,
   });
   const duration = audio.samples.length / audio.sampleRate;

@@ -3,7 +3,7 @@
  * node's one sherpa-onnx child that runs it (started on first use, again after it dies), and a detector
  * per session that streams its audio to that child over a WebSocket.
  */
-import { resample } from "../../audio/pcm.ts";
+import { Resampler } from "../../audio/resample.ts";
 import type { TurnDetection, VadEvent, VoiceActivityDetector } from "../../audio/vad.ts";
 import type { EngineProcess } from "../process.ts";
 import type { EngineSettings } from "../settings.ts";
@@ -116,12 +116,18 @@ export class SileroVad implements VoiceActivityDetector {
   readonly #replies: { resolve: (v: unknown) => void; reject: (e: Error) => void }[] = [];
   readonly #ratio: number;
   readonly #padding: number;
+  /**
+   * One resampler for the session's whole stream (kept across resets, whose sample clock runs on): chunk
+   * edges neither click nor drift, at the cost of holding back about 3 ms until the next push.
+   */
+  readonly #down: Resampler;
   #inSpeech = false;
   #lastStop = 0;
   #closedWhy: string | null = null;
 
   constructor(host: VadHost, readonly turn: TurnDetection, readonly sampleRate: number) {
     this.#ratio = sampleRate / VAD_RATE;
+    this.#down = new Resampler(sampleRate, VAD_RATE);
     this.#padding = Math.round(turn.prefix_padding_ms * sampleRate / 1000);
     const o = sileroOptions(turn);
     const query = new URLSearchParams({
@@ -181,7 +187,7 @@ export class SileroVad implements VoiceActivityDetector {
   }
 
   async push(samples: Float32Array): Promise<VadEvent[]> {
-    const down = resample(samples, this.sampleRate, VAD_RATE);
+    const down = this.#down.push(samples);
     const reply = VadReplySchema.parse(await this.#send(down.slice().buffer));
     if ("error" in reply) throw new Error(`Silero VAD failed: ${reply.error}`);
     const events: VadEvent[] = [];
