@@ -43,6 +43,8 @@ import {
   verifyRequest,
 } from "./peers.ts";
 import { settleTrust } from "./secret.ts";
+import { metricsOf, peerKind } from "../metrics/node.ts";
+import type { Metrics } from "../metrics/registry.ts";
 import {
   answerSync,
   applyPush,
@@ -805,6 +807,20 @@ export class ClusterNode {
   }
 }
 
+/** Counts each signed call to a peer and its failures in the node's metrics, by kind of call. */
+function countedTransport(t: PeerTransport, metrics: Metrics): PeerTransport {
+  return async (address, path, body, timeoutMs) => {
+    try {
+      const answer = await t(address, path, body, timeoutMs);
+      metrics.peerCall(peerKind(path), true);
+      return answer;
+    } catch (e) {
+      metrics.peerCall(peerKind(path), false);
+      throw e;
+    }
+  };
+}
+
 /** The daemon's cluster plane: keys, transport and discovery from the config, around one ClusterNode. */
 export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane {
   let node: ClusterNode | null = null;
@@ -829,7 +845,7 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
         discovery.push(mdnsDiscovery({ namespace, apiAddress, nodeId: ctx.nodeId }));
       }
       node = new ClusterNode(ctx, {
-        transport: httpTransport(key, me),
+        transport: countedTransport(httpTransport(key, me), metricsOf(ctx)),
         verify: async (req) => {
           const v = await verifyRequest(key, me, req, Date.now(), guard);
           if (!v.ok && refusals.due(`${req.headers.get("x-skulk-node")}/${v.reason}`)) {

@@ -7,6 +7,8 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { z } from "zod";
 import { logger } from "../../log/mod.ts";
+import { metricsOf, noteTarget, streamObserver } from "../../metrics/node.ts";
+import { generationOf } from "../../metrics/registry.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
@@ -129,6 +131,7 @@ function untilDone(res: Response, done: () => void): Response {
 async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
+  noteTarget(c.req.raw, model, r.ok ? r.target.instanceId : undefined);
   if (!r.ok) {
     throw new ApiError(
       r.status,
@@ -408,6 +411,12 @@ export const openaiRoutes = new Hono<ApiEnv>()
     );
     if (body.stream) {
       const t = new ChatStreamTranslator(commandId, body.model);
+      const seen = streamObserver(
+        metricsOf(ctx),
+        c.req.raw,
+        body.model,
+        () => ({ usage: t.usage, timings: t.timings }),
+      );
       return streamResponse(
         c,
         res,
@@ -415,8 +424,8 @@ export const openaiRoutes = new Hono<ApiEnv>()
         commandId,
         {
           head: () => t.head(),
-          push: (p) => t.push(p),
-          end: () => t.end(),
+          push: (p) => seen(t.push(p), t.done),
+          end: () => seen(t.end(), true),
           fail: (m) => t.fail(m),
           done: () => t.done,
         },
@@ -426,6 +435,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     }
     try {
       const out = await res.json() as Record<string, unknown>;
+      metricsOf(ctx).generation(generationOf(body.model, out.usage, out.timings, null));
       return c.json({
         ...out,
         id: commandId,
@@ -487,6 +497,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     }
     try {
       const out = await res.json() as Record<string, unknown>;
+      metricsOf(ctx).generation(generationOf(body.model, out.usage, out.timings, null));
       return c.json({ ...out, id: commandId, model: body.model });
     } finally {
       runningOf(ctx).remove(commandId);
