@@ -59,10 +59,10 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     c.set("requestId", id);
     c.set("node", node);
-    noteArrival(c.req.raw);
+    noteArrival(c);
     const t0 = performance.now();
     await next();
-    const noted = notedOf(c.req.raw);
+    const noted = notedOf(c);
     metrics.request({
       route: routeLabel(c),
       method: c.req.method,

@@ -63,25 +63,29 @@ interface Noted {
   model?: string;
   instance?: string;
 }
-const noted = new WeakMap<Request, Noted>();
+/**
+ * Keyed by the request's hono Context, the one object every middleware and handler of a request shares
+ * (a guard may replace the raw Request to bound its body).
+ */
+const noted = new WeakMap<object, Noted>();
 
 /** Called by the API's first middleware: the request's arrival, for time to first token. */
-export function noteArrival(req: Request): void {
+export function noteArrival(req: object): void {
   noted.set(req, { arrivedAt: performance.now() });
 }
 
 /** Called by a route once it knows the model (and instance) a request names. */
-export function noteTarget(req: Request, model: string, instance?: string): void {
+export function noteTarget(req: object, model: string, instance?: string): void {
   const n = noted.get(req);
   if (n) (n.model = model, n.instance = instance ?? n.instance);
 }
 
-export function notedOf(req: Request): Noted | undefined {
+export function notedOf(req: object): Noted | undefined {
   return noted.get(req);
 }
 
 /** Seconds since the request arrived (null when the middleware did not see it). */
-export function sinceArrival(req: Request): number | null {
+export function sinceArrival(req: object): number | null {
   const n = noted.get(req);
   return n ? (performance.now() - n.arrivedAt) / 1000 : null;
 }
@@ -92,7 +96,7 @@ export function sinceArrival(req: Request): number | null {
  */
 export function streamObserver(
   metrics: Metrics,
-  req: Request,
+  req: object,
   model: string,
   read: () => { usage: unknown; timings: unknown },
 ): (text: string, done: boolean) => string {

@@ -40,11 +40,11 @@ describe("the exposition", () => {
     m.request({ route: "/v1/chat/completions", method: "POST", status: 200, model: "a/b", instance: "i1" });
     const { text, contentType } = await m.expose();
     expect(contentType).toMatch(/^text\/plain; version=0\.0\.4/);
-    const families = [...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((x) => [x[1], x[2]]);
-    expect(new Map(families).get("skulk_requests_total")).toBe("counter");
-    expect(new Map(families).get("skulk_time_to_first_token_seconds")).toBe("histogram");
-    expect(new Map(families).get("skulk_runners")).toBe("gauge");
-    for (const [name] of families) {
+    const families = new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((x) => [x[1], x[2]] as const));
+    expect(families.get("skulk_requests_total")).toBe("counter");
+    expect(families.get("skulk_time_to_first_token_seconds")).toBe("histogram");
+    expect(families.get("skulk_runners")).toBe("gauge");
+    for (const name of families.keys()) {
       const lines = text.split("\n");
       const help = lines.findIndex((l) => l.startsWith(`# HELP ${name} `));
       const type = lines.indexOf(lines.find((l) => l.startsWith(`# TYPE ${name} `))!);

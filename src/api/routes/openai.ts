@@ -131,7 +131,7 @@ function untilDone(res: Response, done: () => void): Response {
 async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
-  noteTarget(c.req.raw, model, r.ok ? r.target.instanceId : undefined);
+  noteTarget(c, model, r.ok ? r.target.instanceId : undefined);
   if (!r.ok) {
     throw new ApiError(
       r.status,
@@ -413,7 +413,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
       const t = new ChatStreamTranslator(commandId, body.model);
       const seen = streamObserver(
         metricsOf(ctx),
-        c.req.raw,
+        c,
         body.model,
         () => ({ usage: t.usage, timings: t.timings }),
       );
