@@ -4,7 +4,7 @@
  * process scrapes a key-protected node on loopback.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { localCardWire, placeOnNode } from "../helpers/cluster.ts";
+import { localCardWire, placeOnNode, registerCard } from "../helpers/cluster.ts";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { waitFor } from "../helpers/multinode.ts";
@@ -151,6 +151,25 @@ describe("GET /metrics on a node serving the tiny model", () => {
     expect(total).toBeGreaterThan(0);
     expect(after.get(series("skulk_memory_bytes", { kind: "available" }))).toBeLessThanOrEqual(total);
   }, 120_000);
+
+  it("counts a placement the planner refuses", async () => {
+    const huge = {
+      ...localCardWire("skulk-test/metrics-huge", await tinyModel()),
+      storageSize: { inBytes: 2 ** 50 },
+    };
+    await registerCard([node], huge);
+    const refusals = series("skulk_placement_refusals_total", { source: "request" });
+    const before = parse(await scrape(node.url)).get(refusals) ?? 0;
+    const res = await fetch(`${node.url}/place_instance`, {
+      method: "POST",
+      body: JSON.stringify({ model_id: huge.modelId }),
+    });
+    expect(res.status).toBe(400);
+    await res.body?.cancel();
+    const after = parse(await scrape(node.url));
+    expect(after.get(refusals)).toBe(before + 1);
+    expect(after.get(series("skulk_placements_total", { reason: "request" }))).toBe(1);
+  }, 60_000);
 });
 
 describe("a real Prometheus scraping a key-protected node on loopback", () => {
