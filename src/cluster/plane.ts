@@ -43,8 +43,7 @@ import {
   verifyRequest,
 } from "./peers.ts";
 import { settleTrust } from "./secret.ts";
-import { metricsOf, peerKind } from "../metrics/node.ts";
-import type { Metrics } from "../metrics/registry.ts";
+import { countedTransport, metricsOf } from "../metrics/node.ts";
 import {
   answerSync,
   applyPush,
@@ -805,20 +804,6 @@ export class ClusterNode {
       addresses: this.book.all().map((e) => e.address),
     };
   }
-}
-
-/** Counts each signed call to a peer and its failures in the node's metrics, by kind of call. */
-function countedTransport(t: PeerTransport, metrics: Metrics): PeerTransport {
-  return async (address, path, body, timeoutMs) => {
-    try {
-      const answer = await t(address, path, body, timeoutMs);
-      metrics.peerCall(peerKind(path), true);
-      return answer;
-    } catch (e) {
-      metrics.peerCall(peerKind(path), false);
-      throw e;
-    }
-  };
 }
 
 /** The daemon's cluster plane: keys, transport and discovery from the config, around one ClusterNode. */

@@ -3,6 +3,7 @@
  * scrape time, its control-plane counters fed by the log's applied events; routes and planes record through it.
  */
 import { instanceBody } from "../cluster/instances.ts";
+import type { PeerTransport } from "../cluster/peers.ts";
 import type { NodeContext } from "../node/context.ts";
 import { runningOf } from "../serving/running.ts";
 import { incrementsOf } from "./events.ts";
@@ -16,6 +17,20 @@ const PEER_KINDS = new Set(["gossip", "sync", "push", "submit", "command"]);
 export function peerKind(path: string): string {
   const head = path.split(/[/?]/)[0];
   return PEER_KINDS.has(head) ? head : "other";
+}
+
+/** Counts each signed call to a peer, and its failures, by kind of call (the cluster plane wraps its transport). */
+export function countedTransport(t: PeerTransport, metrics: Metrics): PeerTransport {
+  return async (address, path, body, timeoutMs) => {
+    try {
+      const answer = await t(address, path, body, timeoutMs);
+      metrics.peerCall(peerKind(path), true);
+      return answer;
+    } catch (e) {
+      metrics.peerCall(peerKind(path), false);
+      throw e;
+    }
+  };
 }
 
 /** The API's stream slots as the gauges read them (given by the API, which owns them). */

@@ -77,82 +77,67 @@ export class Metrics {
 
   constructor(readonly known: KnownIds, source: GaugeSource) {
     const registers = [this.registry];
-    this.#requests = new Counter({
-      name: "skulk_requests_total",
-      help: "HTTP requests answered, by route pattern, method, status code, model and instance",
-      labelNames: ["route", "method", "code", "model", "instance"],
-      registers,
-    });
-    this.#tokens = new Counter({
-      name: "skulk_tokens_total",
-      help:
-        "Tokens of generations this node's engines ran, as the engine counted them (kind: prompt, generated)",
-      labelNames: ["kind", "model"],
-      registers,
-    });
-    this.#ttft = new Histogram({
-      name: "skulk_time_to_first_token_seconds",
-      help: "Seconds from a generation's arrival to its first token (streams), or the engine's prefill time",
-      labelNames: ["model"],
-      buckets: TTFT_BUCKETS,
-      registers,
-    });
-    this.#perToken = new Histogram({
-      name: "skulk_time_per_output_token_seconds",
-      help: "Seconds per generated token of each generation, as the engine timed its decode",
-      labelNames: ["model"],
-      buckets: TOKEN_BUCKETS,
-      registers,
-    });
-    this.#placements = new Counter({
-      name: "skulk_placements_total",
-      help: "Instances created, as this node's log applied them (reason: request, healing)",
-      labelNames: ["reason"],
-      registers,
-    });
-    this.#refusals = new Counter({
-      name: "skulk_placement_refusals_total",
-      help: "Placements refused: requests answered here with the planner's refusal, and healing's failures",
-      labelNames: ["source"],
-      registers,
-    });
-    this.#elections = new Counter({
-      name: "skulk_elections_total",
-      help: "Masters elected (MasterElected events this node's log applied)",
-      registers,
-    });
-    this.#engineStarts = new Counter({
-      name: "skulk_engine_starts_total",
-      help: "Engine launches of this node's runners (a relaunch counts again)",
-      registers,
-    });
-    this.#engineFailures = new Counter({
-      name: "skulk_engine_failures_total",
-      help: "This node's runners that failed: engine exits, wedged engines, failed starts",
-      registers,
-    });
-    this.#peerCalls = new Counter({
-      name: "skulk_peer_exchanges_total",
-      help: "Signed calls to other nodes (kind: gossip, sync, push, submit, command, other)",
-      labelNames: ["kind"],
-      registers,
-    });
-    this.#peerFailures = new Counter({
-      name: "skulk_peer_exchange_failures_total",
-      help: "Signed calls to other nodes that failed (unreachable, timed out, refused)",
-      labelNames: ["kind"],
-      registers,
-    });
-    this.#downloadBytes = new Counter({
-      name: "skulk_download_bytes_total",
-      help: "Model bytes this node downloaded, from its progress records",
-      registers,
-    });
-    this.#downloadFailures = new Counter({
-      name: "skulk_download_failures_total",
-      help: "Downloads on this node that failed",
-      registers,
-    });
+    const counter = <L extends string>(name: string, help: string, labelNames: L[] = []) =>
+      new Counter<L>({ name, help, labelNames, registers });
+    const histogram = (name: string, help: string, buckets: number[]) =>
+      new Histogram<"model">({ name, help, labelNames: ["model"], buckets, registers });
+    this.#requests = counter(
+      "skulk_requests_total",
+      "HTTP requests answered, by route pattern, method, status code, model and instance",
+      ["route", "method", "code", "model", "instance"],
+    );
+    this.#tokens = counter(
+      "skulk_tokens_total",
+      "Tokens of generations this node's engines ran, as the engine counted them (kind: prompt, generated)",
+      ["kind", "model"],
+    );
+    this.#ttft = histogram(
+      "skulk_time_to_first_token_seconds",
+      "Seconds from a generation's arrival to its first token (streams), or the engine's prefill time",
+      TTFT_BUCKETS,
+    );
+    this.#perToken = histogram(
+      "skulk_time_per_output_token_seconds",
+      "Seconds per generated token of each generation, as the engine timed its decode",
+      TOKEN_BUCKETS,
+    );
+    this.#placements = counter(
+      "skulk_placements_total",
+      "Instances created, as this node's log applied them (reason: request, healing)",
+      ["reason"],
+    );
+    this.#refusals = counter(
+      "skulk_placement_refusals_total",
+      "Placements refused: requests answered here with the planner's refusal, and healing's failures",
+      ["source"],
+    );
+    this.#elections = counter(
+      "skulk_elections_total",
+      "Masters elected (MasterElected events this node's log applied)",
+    );
+    this.#engineStarts = counter(
+      "skulk_engine_starts_total",
+      "Engine launches of this node's runners (a relaunch counts again)",
+    );
+    this.#engineFailures = counter(
+      "skulk_engine_failures_total",
+      "This node's runners that failed: engine exits, wedged engines, failed starts",
+    );
+    this.#peerCalls = counter(
+      "skulk_peer_exchanges_total",
+      "Signed calls to other nodes (kind: gossip, sync, push, submit, command, other)",
+      ["kind"],
+    );
+    this.#peerFailures = counter(
+      "skulk_peer_exchange_failures_total",
+      "Signed calls to other nodes that failed (unreachable, timed out, refused)",
+      ["kind"],
+    );
+    this.#downloadBytes = counter(
+      "skulk_download_bytes_total",
+      "Model bytes this node downloaded, from its progress records",
+    );
+    this.#downloadFailures = counter("skulk_download_failures_total", "Downloads on this node that failed");
     this.#gauges(source);
   }
 
@@ -170,26 +155,19 @@ export class Metrics {
         for (const r of s.inFlight()) this.inc({ instance: instances.of(r.instance, known.instance) });
       },
     });
-    new Gauge({
-      name: "skulk_stream_slots_used",
-      help: "Stream slots held (api.max_concurrent_streams; kind: streams, realtime)",
-      labelNames: ["kind"],
-      registers,
-      collect() {
-        this.set({ kind: "streams" }, s.streams().used);
-        this.set({ kind: "realtime" }, s.realtime().used);
-      },
-    });
-    new Gauge({
-      name: "skulk_stream_slots_max",
-      help: "Stream slots this node allows (kind: streams, realtime)",
-      labelNames: ["kind"],
-      registers,
-      collect() {
-        this.set({ kind: "streams" }, s.streams().max);
-        this.set({ kind: "realtime" }, s.realtime().max);
-      },
-    });
+    for (const [which, help] of [["used", "held"], ["max", "this node allows"]] as const) {
+      new Gauge({
+        name: `skulk_stream_slots_${which}`,
+        help:
+          `Stream slots ${help} (api.max_concurrent_streams, api.max_realtime_sessions; kind: streams, realtime)`,
+        labelNames: ["kind"],
+        registers,
+        collect() {
+          this.set({ kind: "streams" }, s.streams()[which]);
+          this.set({ kind: "realtime" }, s.realtime()[which]);
+        },
+      });
+    }
     new Gauge({
       name: "skulk_command_queue_depth",
       help: "Commands waiting for or being decided by the master's desk on this node",

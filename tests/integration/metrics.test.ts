@@ -144,6 +144,8 @@ describe("GET /metrics on a node serving the tiny model", () => {
     expect(after.get("skulk_engine_starts_total")).toBe(1);
     expect(after.get("skulk_engine_failures_total")).toBe(0);
     expect(after.get("skulk_is_master")).toBe(1);
+    // The node elected itself at start, after its metrics were made.
+    expect(after.get("skulk_elections_total")).toBe(1);
     expect(after.get(series("skulk_stream_slots_used", { kind: "streams" }))).toBe(0);
     expect(after.get("skulk_command_queue_depth")).toBe(0);
     expect(after.get(series("skulk_in_flight_requests", { instance: instanceId }))).toBeUndefined();

@@ -7,7 +7,7 @@ import type { IndexedEvent } from "../../src/cluster/events.ts";
 import { emptyState } from "../../src/cluster/state.ts";
 import { incrementsOf } from "../../src/metrics/events.ts";
 import { BoundedLabel, OTHER } from "../../src/metrics/labels.ts";
-import { peerKind } from "../../src/metrics/node.ts";
+import { countedTransport, peerKind } from "../../src/metrics/node.ts";
 import { type GaugeSource, generationOf, MAX_MODEL_LABELS, Metrics } from "../../src/metrics/registry.ts";
 
 const source = (over: Partial<GaugeSource> = {}): GaugeSource => ({
@@ -160,6 +160,22 @@ describe("bounded labels", () => {
     expect(text).not.toContain("anything a client typed");
     expect(text).toContain('code="404",model="other"');
     expect(text).toContain('instance="other"');
+  });
+
+  it("counts peer calls and their failures through the wrapped transport, answers and errors unchanged", async () => {
+    const m = new Metrics(everyId, source());
+    const t = countedTransport((_address, path) => {
+      if (path === "sync") return Promise.reject(new Error("unreachable"));
+      return Promise.resolve({ path });
+    }, m);
+    expect(await t("127.0.0.1:1", "gossip", {})).toEqual({ path: "gossip" });
+    expect(await t("127.0.0.1:1", "gossip", {})).toEqual({ path: "gossip" });
+    await expect(t("127.0.0.1:1", "sync", {})).rejects.toThrow("unreachable");
+    const { text } = await m.expose();
+    expect(text).toContain('skulk_peer_exchanges_total{kind="gossip"} 2');
+    expect(text).toContain('skulk_peer_exchanges_total{kind="sync"} 1');
+    expect(text).toContain('skulk_peer_exchange_failures_total{kind="sync"} 1');
+    expect(text).not.toContain('skulk_peer_exchange_failures_total{kind="gossip"}');
   });
 
   it("counts peer calls by a fixed set of kinds", () => {
