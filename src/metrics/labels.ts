@@ -24,3 +24,10 @@ export class BoundedLabel {
 export function codeLabel(status: number): string {
   return Number.isInteger(status) && status >= 100 && status <= 599 ? String(status) : OTHER;
 }
+
+const METHODS = new Set(["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]);
+
+/** An HTTP method as a label: a client may send any token as its method, so only the usual ones are named. */
+export function methodLabel(method: string): string {
+  return METHODS.has(method) ? method : OTHER;
+}

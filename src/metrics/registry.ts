@@ -5,7 +5,7 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Accelerator } from "../telemetry/reading.ts";
 import type { Increment } from "./events.ts";
-import { BoundedLabel, codeLabel } from "./labels.ts";
+import { BoundedLabel, codeLabel, methodLabel } from "./labels.ts";
 
 /** Most distinct model / instance label values per node; past them requests count under `other`. */
 export const MAX_MODEL_LABELS = 64;
@@ -252,7 +252,7 @@ export class Metrics {
   request(r: RequestRecord): void {
     this.#requests.inc({
       route: r.route,
-      method: r.method,
+      method: methodLabel(r.method),
       code: codeLabel(r.status),
       model: this.#models.of(r.model, this.known.model),
       instance: this.#instances.of(r.instance, this.known.instance),

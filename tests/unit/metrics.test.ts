@@ -152,6 +152,7 @@ describe("bounded labels", () => {
       model: "anything a client typed",
     });
     m.request({ route: "/x", method: "GET", status: 200, instance: "not-in-state" });
+    m.request({ route: "unmatched", method: "BREW-COFFEE", status: 1000 });
     const { text } = await m.expose();
     const models = new Set(
       [...text.matchAll(/skulk_requests_total\{[^}]*model="([^"]*)"/g)].map((x) => x[1]),
@@ -160,6 +161,8 @@ describe("bounded labels", () => {
     expect(text).not.toContain("anything a client typed");
     expect(text).toContain('code="404",model="other"');
     expect(text).toContain('instance="other"');
+    expect(text).toContain('route="unmatched",method="other",code="other"');
+    expect(text).not.toContain("COFFEE");
   });
 
   it("counts peer calls and their failures through the wrapped transport, answers and errors unchanged", async () => {
