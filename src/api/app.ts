@@ -2,8 +2,11 @@
  * Composes the HTTP API: request ids, access log, optional bearer-key auth, the route modules, and the
  * one place errors become upstream's envelope. Handlers receive the NodeContext through `c.var.node`.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
+import { matchedRoutes } from "hono/route";
+import { Refused } from "../app/errors.ts";
+import { metricsOf, noteArrival, notedOf } from "../metrics/node.ts";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { apiKeyAuth } from "./auth.ts";
@@ -11,6 +14,7 @@ import type { ApiEnv } from "./env.ts";
 import { envelope, errorResponse, toApiError } from "./errors.ts";
 import { bodyGuards, noSniff, originGuards } from "./guards.ts";
 import { openApiDocument } from "./openapi.ts";
+import { slotsOf } from "./slots.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
 import { dashboardRoutes, isDashboardFile } from "./routes/dashboard.ts";
@@ -27,6 +31,7 @@ import { placementRoutes } from "./routes/placement.ts";
 import { stateRoutes } from "./routes/state.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 import { runnerRoutes } from "./routes/runners.ts";
+import { metricsRoutes } from "./routes/metrics.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -37,16 +42,36 @@ export interface AppExtras {
   mount?: (app: Hono<ApiEnv>) => void;
 }
 
+/**
+ * The route pattern that answered (`/instance/:id`, never the raw path, so ids do not become labels);
+ * `unmatched` when only the catch-all middlewares matched.
+ */
+function routeLabel(c: Context<ApiEnv>): string {
+  const path = matchedRoutes(c).at(-1)?.path;
+  return path && path !== "*" && path !== "/*" ? path : "unmatched";
+}
+
 export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEnv> {
   const app = new Hono<ApiEnv>();
+  // Made now, not at the first scrape: it counts the log's events from the node's start.
+  const metrics = metricsOf(node, () => slotsOf(node));
 
   app.use("*", async (c, next) => {
     const incoming = c.req.header("x-request-id");
     const id = incoming && REQUEST_ID.test(incoming) ? incoming : crypto.randomUUID();
     c.set("requestId", id);
     c.set("node", node);
+    noteArrival(c);
     const t0 = performance.now();
     await next();
+    const noted = notedOf(c);
+    metrics.request({
+      route: routeLabel(c),
+      method: c.req.method,
+      status: c.res.status,
+      model: noted?.model,
+      instance: noted?.instance,
+    });
     c.res.headers.set("X-Request-Id", id);
     const ms = Math.round(performance.now() - t0);
     const line = { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms };
@@ -89,12 +114,14 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", clusterRoutes);
   app.route("/", dashboardRoutes);
   app.route("/", downloadRoutes);
+  app.route("/", metricsRoutes);
   extras.mount?.(app);
 
   app.notFound((c) =>
     c.json(envelope(404, `no route for ${c.req.method} ${c.req.path}; see /api/openapi.json`), 404)
   );
   app.onError((err, c) => {
+    if (err instanceof Refused) metrics.refused();
     const known = toApiError(err);
     if (known) return errorResponse(c, known);
     if (err instanceof HTTPException) {

@@ -12,6 +12,11 @@ export class Slots {
   #used = 0;
   constructor(readonly what: string, readonly setting: string, readonly max: number) {}
 
+  /** Slots held now (the metrics' queue depth). */
+  get used(): number {
+    return this.#used;
+  }
+
   /** Takes a slot or throws the 429; the returned release is idempotent. */
   take(): () => void {
     if (this.#used >= this.max) {

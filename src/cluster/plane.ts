@@ -43,6 +43,7 @@ import {
   verifyRequest,
 } from "./peers.ts";
 import { settleTrust } from "./secret.ts";
+import { countedTransport, metricsOf } from "../metrics/node.ts";
 import {
   answerSync,
   applyPush,
@@ -829,7 +830,7 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
         discovery.push(mdnsDiscovery({ namespace, apiAddress, nodeId: ctx.nodeId }));
       }
       node = new ClusterNode(ctx, {
-        transport: httpTransport(key, me),
+        transport: countedTransport(httpTransport(key, me), metricsOf(ctx)),
         verify: async (req) => {
           const v = await verifyRequest(key, me, req, Date.now(), guard);
           if (!v.ok && refusals.due(`${req.headers.get("x-skulk-node")}/${v.reason}`)) {

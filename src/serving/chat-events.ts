@@ -41,7 +41,8 @@ interface ChatChunk {
 
 export abstract class ChatEventTranslator {
   protected finish: string | null = null;
-  protected usage: ChatUsage | null = null;
+  /** The engine's usage so far (its last chunk that carried one): read by the framing and the metrics. */
+  usage: ChatUsage | null = null;
   protected stopWord: string | null = null;
   #forcedText: string | null = null;
   #done = false;

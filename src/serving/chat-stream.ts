@@ -77,6 +77,14 @@ export class ChatStreamTranslator {
     return this.#done;
   }
 
+  /** The engine's usage and timings, once its last chunks carried them (the node's metrics read them). */
+  get usage(): Record<string, unknown> | null {
+    return this.#usage;
+  }
+  get timings(): UpstreamChunk["timings"] | null {
+    return this.#timings;
+  }
+
   head(): string {
     return `: keep-alive\n\n: command_id ${this.commandId}\n\n`;
   }

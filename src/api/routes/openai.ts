@@ -7,6 +7,8 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { z } from "zod";
 import { logger } from "../../log/mod.ts";
+import { metricsOf, noteTarget, streamObserver } from "../../metrics/node.ts";
+import { generationOf } from "../../metrics/registry.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
@@ -138,6 +140,7 @@ function untilDone(res: Response, done: () => void): Response {
 export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
+  noteTarget(c, model, r.ok ? r.target.instanceId : undefined);
   if (!r.ok) {
     throw new ApiError(
       r.status,
@@ -398,6 +401,9 @@ export interface ChatStreamFraming {
   fail(message: string): string;
   readonly done: boolean;
   holdContentAsToolCall(): unknown;
+  /** What the engine reported so far (its last chunk's usage and timings), for the metrics; absent when unread. */
+  readonly usage?: unknown;
+  readonly timings?: unknown;
 }
 
 /**
@@ -419,9 +425,11 @@ export async function chatGeneration(
     "/v1/chat/completions",
     forcing.request,
   );
+  const model = String(req.model ?? "");
   if (req.stream) {
     const t = framing(commandId);
     if (forcing.forced) t.holdContentAsToolCall();
+    const seen = streamObserver(metricsOf(ctx), c, model, () => ({ usage: t.usage, timings: t.timings }));
     return streamResponse(
       c,
       res,
@@ -429,8 +437,8 @@ export async function chatGeneration(
       commandId,
       {
         head: () => t.head(),
-        push: (p) => t.push(p),
-        end: () => t.end(),
+        push: (p) => seen(t.push(p), t.done),
+        end: () => seen(t.end(), true),
         fail: (m) => t.fail(m),
         done: () => t.done,
       },
@@ -440,6 +448,7 @@ export async function chatGeneration(
   }
   try {
     const reply = await res.json() as Record<string, unknown>;
+    metricsOf(ctx).generation(generationOf(model, reply.usage, reply.timings, null));
     return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
   } catch (e) {
     throw new ApiError(503, engineFailure(ctx, local.target, e));
@@ -530,6 +539,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     }
     try {
       const out = await res.json() as Record<string, unknown>;
+      metricsOf(ctx).generation(generationOf(body.model, out.usage, out.timings, null));
       return c.json({ ...out, id: commandId, model: body.model });
     } finally {
       runningOf(ctx).remove(commandId);
