@@ -25,7 +25,7 @@ import { timedOut } from "./liveness.ts";
 import { eventIdOf } from "./log.ts";
 import { votersOf } from "./state.ts";
 import type { Config } from "../config/schema.ts";
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { mdnsDiscovery } from "./discovery/mdns.ts";
 import { staticPeers } from "./discovery/static-peers.ts";
 import {
@@ -806,7 +806,7 @@ export class ClusterNode {
 }
 
 /** The daemon's cluster plane: keys, transport and discovery from the config, around one ClusterNode. */
-export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane {
+export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane<NodeContext> {
   let node: ClusterNode | null = null;
   return {
     name: "cluster",

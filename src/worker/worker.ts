@@ -9,7 +9,7 @@ import { instanceBody } from "../cluster/instances.ts";
 import { makeEvent } from "../cluster/events.ts";
 import { withoutInstance } from "../cluster/state.ts";
 import { untag } from "../cluster/tagged.ts";
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { findEngines } from "../engines/discovery.ts";
 import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
 import { bindRefusal, reportedAddresses } from "../engines/bind-address.ts";
@@ -60,7 +60,7 @@ export interface LocalRunner {
   voice?: VoiceDir;
 }
 
-export class Worker implements Plane {
+export class Worker implements Plane<NodeContext> {
   readonly name = "worker";
   readonly #runners = new Map<string, LocalRunner>();
   readonly #ports = new PortAllocator();

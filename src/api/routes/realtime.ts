@@ -10,13 +10,7 @@ import { findSherpaOnnx } from "../../engines/sherpa/engine.ts";
 import { findSileroModel, SileroVad } from "../../engines/sherpa/vad.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../serving/deadlines.ts";
-import {
-  CLOSE,
-  errorEvent,
-  REALTIME_LIMITS,
-  RealtimeSession,
-  type VadFactory,
-} from "../../serving/realtime.ts";
+import { CLOSE, errorEvent, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { peerSignedForwardHeaders } from "../../serving/forward.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
 import type { LocalRunner } from "../../worker/worker.ts";
