@@ -12,7 +12,7 @@ import { SseLineReader } from "./chat-stream.ts";
 import { ServingError } from "./errors.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
-import type { LocalRunner } from "../worker/worker.ts";
+import type { LocalRunner } from "../worker/runner.ts";
 import { resolveTarget } from "./target.ts";
 
 export const WHISPER_RATE = 16_000;

@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { ESPEAK_SAMPLE_RATE, espeakPcm, espeakVoices } from "../engines/espeak.ts";
 import { SAMPLE_RATE_HEADER, SHERPA_PATHS, type SynthesisRequest } from "../engines/sherpa/protocol.ts";
-import type { LocalRunner } from "../worker/worker.ts";
+import type { LocalRunner } from "../worker/runner.ts";
 import { ServingError } from "./errors.ts";
 import type { SpeechRoute } from "./speech.ts";
 

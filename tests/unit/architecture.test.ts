@@ -20,18 +20,20 @@ function sourceFiles(dir: string = SRC): string[] {
 
 // Static `import … from "x"`, `export … from "x"`, side-effect `import "x"` and dynamic `import("x")`. The
 // statement forms are anchored at a line start so that a string or comment mentioning "from" is not taken.
-const SPECIFIERS = [
-  /^\s*(?:import|export)\s+(?:type\s+)?[\w$*{}\s,]*?\s*from\s*["']([^"']+)["']/gm,
-  /^\s*import\s*["']([^"']+)["']/gm,
-  /\bimport\(\s*["']([^"']+)["']\s*\)/g,
+// `STATEMENT` captures the keyword, `type ` when the whole statement is type-only, and the specifier.
+const STATEMENT = /^\s*(import|export)\s+(type\s+)?[\w$*{}\s,]*?\s*from\s*["']([^"']+)["']/gm;
+const SPECIFIERS: [RegExp, number][] = [
+  [STATEMENT, 3],
+  [/^\s*import\s*["']([^"']+)["']/gm, 1],
+  [/\bimport\(\s*["']([^"']+)["']\s*\)/g, 1],
 ];
 
 /** Relative specifiers of one file, resolved to repository-relative paths. */
 export function importsOf(file: string, text: string): string[] {
   const found = new Set<string>();
-  for (const pattern of SPECIFIERS) {
+  for (const [pattern, group] of SPECIFIERS) {
     for (const match of text.matchAll(pattern)) {
-      const spec = match[1];
+      const spec = match[group];
       if (!spec.startsWith(".")) continue; // packages and the import map are outside the graph
       found.add(normalize(join(dirname(file), spec)));
     }
@@ -139,7 +141,7 @@ const MAY_IMPORT_API = (file: string) =>
 function dashboardWireType(file: string, to: string): boolean {
   if (!file.startsWith("src/dashboard/") || !to.startsWith("src/api/wire/")) return false;
   const text = readFileSync(join(ROOT, file), "utf8");
-  return [...text.matchAll(/^\s*(import|export)\s+(type\s+)?[\w$*{}\s,]*?\s*from\s*["']([^"']+)["']/gm)]
+  return [...text.matchAll(STATEMENT)]
     .filter((m) => normalize(join(dirname(file), m[3])) === to)
     .every((m) => m[1] === "import" && m[2] !== undefined);
 }
@@ -147,7 +149,7 @@ function dashboardWireType(file: string, to: string): boolean {
 describe("the import graph of src/", () => {
   const graph = importGraph();
   const cycles = components(graph).filter((c) => c.length > 1);
-  // Printed so that a change in structure shows in the test output; cycles away from api/ are not (yet) a rule.
+  // Printed so that a change in structure shows in the test output.
   console.log(
     `import graph: ${graph.size} modules, ${cycles.length} cycles of more than one module (${
       cycles.map((c) => c.length).join(", ") || "none"
@@ -165,12 +167,19 @@ describe("the import graph of src/", () => {
     );
   });
 
+  const describeCycle = (c: string[], through: string) =>
+    `${c.length} modules in one cycle, e.g. ${cycleThrough(graph, through, new Set(c)).join(" -> ")}\n  ${
+      c.join("\n  ")
+    }`;
+
   it("has no import cycle through api/", () => {
-    const offending = cycles.filter((c) => c.some(isApi)).map((c) => {
-      const members = new Set(c);
-      const witness = cycleThrough(graph, c.find(isApi)!, members);
-      return `${c.length} modules in one cycle, e.g. ${witness.join(" -> ")}\n  ${c.join("\n  ")}`;
-    });
+    const offending = cycles.filter((c) => c.some(isApi)).map((c) => describeCycle(c, c.find(isApi)!));
+    expect(offending, offending.join("\n\n")).toEqual([]);
+  });
+
+  it("has no import cycle anywhere", () => {
+    // Stricter than the rule about api/: the structure has none today, and a new one is cheaper to break now.
+    const offending = cycles.map((c) => describeCycle(c, c[0]));
     expect(offending, offending.join("\n\n")).toEqual([]);
   });
 
