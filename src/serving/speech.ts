@@ -11,7 +11,7 @@ import { fromWhisperVerbose, normaliseDelta, type Transcript } from "../audio/tr
 import { SseLineReader } from "./chat-stream.ts";
 import { ServingError } from "./errors.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
-import type { NodeContext } from "../node/context.ts";
+import type { ClusterState } from "../cluster/state.ts";
 import type { LocalRunner } from "../worker/runner.ts";
 import { resolveTarget } from "./target.ts";
 
@@ -20,8 +20,15 @@ export const WHISPER_RATE = 16_000;
 
 export type SpeechRoute = { local: LocalRunner; card: ModelCard } | { remote: string; card: ModelCard };
 
+/** What routing a speech request needs of the node: its id, its replicated state and its runners. */
+export interface SpeechPorts {
+  nodeId: string;
+  log: { readonly state: ClusterState };
+  worker?: { runner(runnerId: string): LocalRunner | undefined };
+}
+
 /** The card of a placed model, read from the cluster state (any node can answer this). */
-export function placedCard(ctx: NodeContext, modelId: string): ModelCard | null {
+export function placedCard(ctx: SpeechPorts, modelId: string): ModelCard | null {
   for (const inst of Object.values(ctx.log.state.instances)) {
     const body = instanceBody(inst);
     if (body.shardAssignments.modelId !== modelId) continue;
@@ -48,7 +55,7 @@ export function speechKind(card: ModelCard): "tts" | "stt" | null {
 }
 
 /** Where a speech request for `modelId` goes; throws ServingErrors naming the reason. */
-export function routeSpeech(ctx: NodeContext, modelId: string, want: "tts" | "stt"): SpeechRoute {
+export function routeSpeech(ctx: SpeechPorts, modelId: string, want: "tts" | "stt"): SpeechRoute {
   const r = resolveTarget(ctx.log.state, modelId, ctx.nodeId);
   const card = placedCard(ctx, modelId);
   if (card && speechKind(card) !== want) {
