@@ -29,7 +29,7 @@ const SPECIFIERS: [RegExp, number][] = [
 ];
 
 /** Relative specifiers of one file, resolved to repository-relative paths. */
-export function importsOf(file: string, text: string): string[] {
+function importsOf(file: string, text: string): string[] {
   const found = new Set<string>();
   for (const [pattern, group] of SPECIFIERS) {
     for (const match of text.matchAll(pattern)) {
