@@ -8,6 +8,7 @@ import type { z } from "zod";
 import { DomainError, type DomainKind, NoMaster, NoQuorum } from "../app/errors.ts";
 import { UntrustedInputError } from "../security/ids.ts";
 import { ToolRequestError } from "../serving/forced-tools.ts";
+import { ServingError, type ServingKind } from "../serving/errors.ts";
 
 const REASONS: Record<number, string> = {
   400: "Bad Request",
@@ -57,6 +58,18 @@ const DOMAIN_STATUS: Record<DomainKind, { status: ContentfulStatusCode; code?: s
 };
 
 /**
+ * Each data-plane refusal's status. One that names a request field is an OpenAI `invalid_request_error`, as
+ * clients of the speech routes expect; the others keep the status's reason as their type.
+ */
+const SERVING_STATUS: Record<ServingKind, { status: ContentfulStatusCode; code?: string }> = {
+  Invalid: { status: 400 },
+  NotPlaced: { status: 404, code: "model_not_found" },
+  NotReady: { status: 503 },
+  Busy: { status: 503 },
+  EngineFailed: { status: 502 },
+};
+
+/**
  * The HTTP form of an error a handler let through: ApiErrors as they are, domain errors by their kind, and
  * an event no majority of the voting nodes took in time, or no master to take it, as a retryable 503 (it was
  * not acknowledged, so the client may retry, through this node or another).
@@ -68,6 +81,13 @@ export function toApiError(err: unknown): ApiError | null {
   }
   if (err instanceof ToolRequestError) {
     return new ApiError(400, err.message, { param: err.param, type: "invalid_request_error" });
+  }
+  if (err instanceof ServingError) {
+    const m = SERVING_STATUS[err.kind];
+    return new ApiError(m.status, err.message, {
+      ...(err.param ? { param: err.param, type: "invalid_request_error" } : {}),
+      ...(m.code ? { code: m.code } : {}),
+    });
   }
   if (err instanceof DomainError) {
     const m = DOMAIN_STATUS[err.kind];

@@ -82,6 +82,21 @@ export interface CommandRoute {
 }
 
 /**
+ * The master's desk as the node holds it (ctx.commands; `app/desk.ts` implements it): the node context names
+ * this, not the desk, so that holding a desk imports none of the use cases.
+ */
+export interface Desk {
+  /** Decides a command on this node, which must be the master; rejects with a domain error. */
+  run(command: Command, expiresAt?: number): Promise<CommandResult>;
+  /** The peer route's answer: the result, or the refusal as data. */
+  outcome(request: CommandRequest): Promise<Outcome>;
+  /** Runs `f` after everything queued before it, alone. */
+  serial<T>(f: () => Promise<T>): Promise<T>;
+  /** Commands waiting or running now (the metrics' queue depth). */
+  readonly depth: number;
+}
+
+/**
  * Sends a command to the master (itself, or over the signed peer route) and returns once this node has
  * applied the event it produced. A master that stops answering mid-command is a retryable NoMaster.
  */

@@ -3,7 +3,7 @@
  * against the state every earlier command left; healing runs its decisions through the same queue.
  */
 import { logger } from "../log/mod.ts";
-import type { Command, CommandRequest, CommandResult, Outcome } from "./commands.ts";
+import type { Command, CommandRequest, CommandResult, Desk, Outcome } from "./commands.ts";
 import { Busy, NoMaster, toWire } from "./errors.ts";
 import { decideCreate, decideDelete, decidePlace, placementCard } from "./instances.ts";
 import { decideAddCard, decideDeleteCard } from "./models.ts";
@@ -29,7 +29,7 @@ function decide(p: DecidePorts, c: Command): Promise<CommandResult> {
   }
 }
 
-export class CommandDesk {
+export class CommandDesk implements Desk {
   #tail: Promise<unknown> = Promise.resolve();
   #waiting = 0;
 

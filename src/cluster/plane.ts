@@ -11,6 +11,9 @@ import { type Link, MAX_LINKS } from "../telemetry/reading.ts";
 import { AddressBook, pickTargets } from "./addresses.ts";
 import type { Discovery } from "./discovery/static-peers.ts";
 import { CommitTracker, NoMaster, NoQuorum } from "./commit.ts";
+import type { ClusterHandle, ClusterView, HealthIssue } from "./handle.ts";
+// The types' old home, for importers written before they moved to handle.ts.
+export type { ClusterHandle, ClusterView, HealthIssue } from "./handle.ts";
 export { NoMaster } from "./commit.ts";
 import { commitIndex, decide, holdsMajority, majority } from "./election.ts";
 import { type Event, eventType, makeEvent } from "./events.ts";
@@ -25,7 +28,7 @@ import { timedOut } from "./liveness.ts";
 import { eventIdOf } from "./log.ts";
 import { votersOf } from "./state.ts";
 import type { Config } from "../config/schema.ts";
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { mdnsDiscovery } from "./discovery/mdns.ts";
 import { staticPeers } from "./discovery/static-peers.ts";
 import {
@@ -39,7 +42,6 @@ import {
   ReplayGuard,
   signedAnswerHeaders,
   signedHeaders,
-  type Verdict,
   verifyRequest,
 } from "./peers.ts";
 import { settleTrust } from "./secret.ts";
@@ -52,7 +54,6 @@ import {
   PushAnswerSchema,
   pushOf,
   type SyncRequest,
-  type SyncResponse,
   SyncResponseSchema,
 } from "./replication.ts";
 
@@ -74,57 +75,6 @@ export const DEFAULT_TIMINGS: ClusterTimings = { roundMs: 500, electionTimeoutMs
 
 /** A follower may trail the master this long (a push in flight, a pull under way) before health says so. */
 export const BEHIND_GRACE_MS = 5000;
-
-/** One reason this node is degraded (`/healthz`). */
-export interface HealthIssue {
-  code: string;
-  message: string;
-}
-
-/** What the peer routes call; set on ctx.cluster while the plane runs. */
-export interface ClusterHandle {
-  verify(req: { method: string; path: string; headers: Headers; body: Uint8Array }): Promise<Verdict>;
-  /** The header checks that need no body, so a request failing them is refused before its body is read. */
-  precheck(headers: Headers): Verdict | null;
-  /** Headers signing a request to another node as this node (`path` with its query, as sent). */
-  sign(method: string, path: string, body: Uint8Array): Promise<Record<string, string>>;
-  /** Headers signing our answer to the peer request that carried `requestSignature`. */
-  signAnswer(requestSignature: string, body: Uint8Array): Promise<Record<string, string>>;
-  gossip(m: GossipMessage): GossipMessage;
-  /** Master: indexes the event and returns once a majority of the voting nodes hold it (else NoQuorum). */
-  submit(event: Event): Promise<{ idx: number }>;
-  /** Master: resolves once `idx` is committed; NoQuorum after the commit timeout. */
-  awaitCommit(idx: number): Promise<void>;
-  sync(req: SyncRequest): Promise<SyncResponse>;
-  push(p: Push): Promise<{ applied: boolean; held: number | null }>;
-  view(): ClusterView;
-  /** Why this node's view of the cluster is not current (empty when it is). */
-  health(): HealthIssue[];
-  /** A signed request to another node's peer route (`timeoutMs`: 5 s unless given). */
-  call(nodeId: string, path: string, body: unknown, timeoutMs?: number): Promise<unknown>;
-  /** Links to peers measured by recent gossip exchanges (round trip), newest per peer, for telemetry. */
-  links(now?: number): Link[];
-}
-
-export interface ClusterView {
-  nodeId: string;
-  /** `candidate`: claims the master role but no majority of the voting nodes backs it, so it indexes nothing. */
-  role: "master" | "candidate" | "follower" | "none";
-  session: Session | null;
-  lastIdx: number;
-  /** On the master, the highest index a majority of the voters hold; -1 elsewhere. */
-  commitIdx: number;
-  /** The voting nodes in this node's replicated state. */
-  voters: string[];
-  peers: {
-    nodeId: string;
-    apiAddress: string | null;
-    session: Session | null;
-    lastIdx: number;
-    silentMs: number;
-  }[];
-  addresses: string[];
-}
 
 export interface ClusterDeps {
   transport: PeerTransport;
@@ -807,7 +757,7 @@ export class ClusterNode {
 }
 
 /** The daemon's cluster plane: keys, transport and discovery from the config, around one ClusterNode. */
-export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane {
+export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane<NodeContext> {
   let node: ClusterNode | null = null;
   return {
     name: "cluster",

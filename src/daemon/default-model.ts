@@ -13,7 +13,7 @@ import { cardToWire } from "../models/card.ts";
 import { localCard } from "../models/local.ts";
 import type { NodeContext } from "../node/context.ts";
 import { placementRequest } from "../placement/planner.ts";
-import type { Plane } from "./node.ts";
+import type { Plane } from "../node/plane.ts";
 
 const log = logger("default-model");
 
@@ -25,7 +25,7 @@ async function isFile(path: string): Promise<boolean> {
   }
 }
 
-export class DefaultModel implements Plane {
+export class DefaultModel implements Plane<NodeContext> {
   readonly name = "default-model";
   #stopped = false;
   #task: Promise<void> | null = null;

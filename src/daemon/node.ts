@@ -5,7 +5,6 @@
 import { type AppExtras, createApp } from "../api/app.ts";
 import { CommandDesk } from "../app/desk.ts";
 import { decidePorts } from "../app/ports.ts";
-import { firstIpv4 } from "../api/routes/node.ts";
 import { EventLog } from "../cluster/log.ts";
 import type { ClusterState } from "../cluster/state.ts";
 import { TelemetryView } from "../cluster/telemetry.ts";
@@ -20,10 +19,12 @@ import { followCustomCardEvents, loadCustomCardsInto } from "../models/custom.ts
 import type { NodeContext } from "../node/context.ts";
 import { loadOrCreateIdentity } from "../node/identity.ts";
 import { acquireLock } from "../node/lock.ts";
+import type { Plane } from "../node/plane.ts";
 import { openStore } from "../store/db.ts";
 import { recordHistory, recordNode } from "../store/history.ts";
 import { runningOf } from "../serving/running.ts";
 import { Collector } from "../telemetry/collect.ts";
+import { firstIpv4 } from "../telemetry/network.ts";
 import { VERSION } from "../version.ts";
 import { Worker } from "../worker/worker.ts";
 
@@ -38,17 +39,10 @@ export interface RunningNode {
   shutdown(reason?: string): Promise<void>;
 }
 
-/** A piece of the node that starts after the API exists and stops before the store closes. */
-export interface Plane {
-  name: string;
-  start(ctx: NodeContext): Promise<void> | void;
-  stop(): Promise<void> | void;
-}
-
 export interface StartOptions {
   config: Config;
   configPath: string;
-  planes?: Plane[];
+  planes?: Plane<NodeContext>[];
   extras?: AppExtras;
   /** Telemetry cadence (ms); tests shorten it. */
   telemetryIntervalMs?: number;
@@ -206,7 +200,7 @@ async function serve(
   }, opts.telemetryIntervalMs ?? 2000);
 
   const planes = opts.planes ?? [];
-  const started: Plane[] = [];
+  const started: Plane<NodeContext>[] = [];
   for (const p of planes) {
     if (p instanceof Worker) ctx.worker = p;
     await p.start(ctx);

@@ -5,7 +5,7 @@
 import type { Config } from "../config/schema.ts";
 import { makeEvent } from "../cluster/events.ts";
 import { downloadModelId } from "../cluster/downloads.ts";
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { logger } from "../log/mod.ts";
 import { modelsDir } from "../worker/model-files.ts";
 import { HubClient, hubOptions } from "../models/hub.ts";
@@ -32,7 +32,7 @@ export function managerSettings(config: DownloadSettings) {
   };
 }
 
-export function downloadPlane(config: Config): Plane {
+export function downloadPlane(config: Config): Plane<NodeContext> {
   let manager: DownloadManager | undefined;
   return {
     name: "downloads",

@@ -7,7 +7,7 @@ import { makeEvent } from "../cluster/events.ts";
 import { instanceBody } from "../cluster/instances.ts";
 import { untag } from "../cluster/tagged.ts";
 import type { ClusterState } from "../cluster/state.ts";
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { logger } from "../log/mod.ts";
 import { parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
@@ -40,7 +40,7 @@ const RETRY_TICK_MS = 1000;
 
 const log = logger("healing");
 
-export class Healer implements Plane {
+export class Healer implements Plane<NodeContext> {
   readonly name = "healing";
   readonly #lineage = new Map<string, Lineage>();
   /** Refusal-recovery lineages of instances this master placed after a refusal (kept in memory only). */

@@ -2,17 +2,17 @@
  * What a running node holds, as the API and the planes see it. The daemon builds it; handlers and
  * tests receive it, so a route never reaches for globals.
  */
-import type { CommandDesk } from "../app/desk.ts";
+import type { Desk } from "../app/commands.ts";
 import type { Event } from "../cluster/events.ts";
 import type { EventLog } from "../cluster/log.ts";
-import type { ClusterHandle } from "../cluster/plane.ts";
+import type { ClusterHandle } from "../cluster/handle.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import type { DownloadManager } from "../downloads/manager.ts";
 import type { Catalog } from "../models/catalog.ts";
 import type { Store } from "../store/db.ts";
 import type { VadHost } from "../engines/sherpa/vad.ts";
-import type { LocalRunner } from "../worker/worker.ts";
+import type { LocalRunner } from "../worker/runner.ts";
 
 export interface NodeContext {
   nodeId: string;
@@ -48,7 +48,7 @@ export interface NodeContext {
     vad(): VadHost;
   };
   /** Set by the daemon: decides commands one at a time while this node is the master (src/app/desk.ts). */
-  commands?: CommandDesk;
+  commands?: Desk;
   /** Set by the cluster plane while it runs: what the peer routes call. */
   cluster?: ClusterHandle;
   /** Set by the downloads plane: fetches model files onto this node (the worker calls `ensure` for driver shards). */

@@ -4,7 +4,7 @@
  * buffering, under deadlines (serving/deadlines.ts). A header marks forwarded requests so a request is never
  * forwarded twice (no loops when two nodes disagree).
  */
-import type { ClusterHandle } from "../cluster/plane.ts";
+import type { ClusterHandle } from "../cluster/handle.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import { fetchWithDeadlines, forwardDeadlines, NodeSilent, sseWithFailureEvent } from "./deadlines.ts";

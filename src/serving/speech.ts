@@ -6,14 +6,14 @@
 import { z } from "zod";
 import { instanceBody } from "../cluster/instances.ts";
 import { untag } from "../cluster/tagged.ts";
-import { ApiError } from "../api/errors.ts";
 import { type Audio, encodeWav } from "../audio/pcm.ts";
 import { resampleYielding } from "../audio/resample.ts";
 import { fromWhisperVerbose, normaliseDelta, type Transcript } from "../audio/transcript.ts";
 import { SseLineReader } from "./chat-stream.ts";
+import { ServingError } from "./errors.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
-import type { NodeContext } from "../node/context.ts";
-import type { LocalRunner } from "../worker/worker.ts";
+import type { ClusterState } from "../cluster/state.ts";
+import type { LocalRunner } from "../worker/runner.ts";
 import { resolveTarget } from "./target.ts";
 
 export const WHISPER_RATE = 16_000;
@@ -21,8 +21,15 @@ export const WHISPER_RATE = 16_000;
 
 export type SpeechRoute = { local: LocalRunner; card: ModelCard } | { remote: string; card: ModelCard };
 
+/** What routing a speech request needs of the node: its id, its replicated state and its runners. */
+export interface SpeechPorts {
+  nodeId: string;
+  log: { readonly state: ClusterState };
+  worker?: { runner(runnerId: string): LocalRunner | undefined };
+}
+
 /** The card of a placed model, read from the cluster state (any node can answer this). */
-export function placedCard(ctx: NodeContext, modelId: string): ModelCard | null {
+export function placedCard(ctx: SpeechPorts, modelId: string): ModelCard | null {
   for (const inst of Object.values(ctx.log.state.instances)) {
     const body = instanceBody(inst);
     if (body.shardAssignments.modelId !== modelId) continue;
@@ -48,26 +55,21 @@ export function speechKind(card: ModelCard): "tts" | "stt" | null {
   return null;
 }
 
-/** Where a speech request for `modelId` goes; throws 404/400/503 ApiErrors naming the reason. */
-export function routeSpeech(ctx: NodeContext, modelId: string, want: "tts" | "stt"): SpeechRoute {
+/** Where a speech request for `modelId` goes; throws ServingErrors naming the reason. */
+export function routeSpeech(ctx: SpeechPorts, modelId: string, want: "tts" | "stt"): SpeechRoute {
   const r = resolveTarget(ctx.log.state, modelId, ctx.nodeId);
   const card = placedCard(ctx, modelId);
   if (card && speechKind(card) !== want) {
-    throw new ApiError(400, `model ${modelId} cannot ${WANT[want]}`, {
-      type: "invalid_request_error",
-      param: "model",
-    });
+    throw new ServingError("Invalid", `model ${modelId} cannot ${WANT[want]}`, "model");
   }
   if (!r.ok) {
-    throw new ApiError(
-      r.status,
-      r.message,
-      r.status === 404 ? { type: "invalid_request_error", param: "model", code: "model_not_found" } : {},
-    );
+    throw r.status === 404
+      ? new ServingError("NotPlaced", r.message, "model")
+      : new ServingError("NotReady", r.message);
   }
   if (!card) {
-    throw new ApiError(
-      503,
+    throw new ServingError(
+      "NotReady",
       `model ${modelId} cannot serve now: its placement carries no readable model card`,
     );
   }
@@ -76,7 +78,7 @@ export function routeSpeech(ctx: NodeContext, modelId: string, want: "tts" | "st
   if (!runner || runner.phase !== "ready") {
     const why = runner?.failure ??
       (runner ? `runner is ${runner.phase}` : "its runner is not running on this node yet");
-    throw new ApiError(503, `model ${modelId} cannot serve now: ${why}`);
+    throw new ServingError("NotReady", `model ${modelId} cannot serve now: ${why}`);
   }
   return { local: runner, card };
 }
@@ -88,8 +90,8 @@ class SerialQueue {
 
   run<T>(job: () => Promise<T>, maxQueued: number): Promise<T> {
     if (this.waiting >= maxQueued) {
-      throw new ApiError(
-        503,
+      throw new ServingError(
+        "Busy",
         `the transcription engine is busy (${this.waiting} requests already waiting); retry shortly`,
       );
     }
@@ -134,8 +136,8 @@ export async function transcribeLocal(
   onDelta?: OnDelta,
 ): Promise<Transcript> {
   if (!runner.baseUrl) {
-    throw new ApiError(
-      503,
+    throw new ServingError(
+      "NotReady",
       `model ${runner.modelId} cannot serve now: ${runner.failure ?? `runner is ${runner.phase}`}`,
     );
   }
@@ -148,8 +150,8 @@ export async function transcribeLocal(
     return transcribeWithLlama(runner, runner.baseUrl, wav, duration, o, onDelta);
   }
   if (runner.engineKind !== "whisper-server") {
-    throw new ApiError(
-      400,
+    throw new ServingError(
+      "Invalid",
       `model ${runner.modelId} is served by ${
         runner.engineKind ?? "an engine"
       }, which does not transcribe audio`,
@@ -181,8 +183,8 @@ function transcribeWithWhisper(
     try {
       res = await fetch(`${base}/inference`, { method: "POST", body: form, signal: o.signal });
     } catch (e) {
-      throw new ApiError(
-        503,
+      throw new ServingError(
+        "NotReady",
         `the transcription engine for ${runner.modelId} did not answer: ${
           runner.failure ?? (e as Error).message
         }`,
@@ -193,16 +195,16 @@ function transcribeWithWhisper(
     try {
       json = JSON.parse(text);
     } catch {
-      throw new ApiError(
-        502,
+      throw new ServingError(
+        "EngineFailed",
         `the transcription engine answered ${res.status} with non-JSON: ${text.slice(0, 200)}`,
       );
     }
     const err = WhisperError.safeParse(json);
     if (!res.ok || err.success) {
       const message = err.success ? err.data.error : text.slice(0, 200);
-      throw new ApiError(
-        res.status >= 400 && res.status < 500 ? 400 : 502,
+      throw new ServingError(
+        res.status >= 400 && res.status < 500 ? "Invalid" : "EngineFailed",
         `the transcription engine refused the audio: ${message}`,
       );
     }
@@ -258,15 +260,15 @@ async function transcribeWithLlama(
       signal: o.signal,
     });
   } catch (e) {
-    throw new ApiError(
-      503,
+    throw new ServingError(
+      "NotReady",
       `the engine for ${runner.modelId} did not answer: ${runner.failure ?? (e as Error).message}`,
     );
   }
   if (!res.ok || !res.body) {
     const text = await res.text();
-    throw new ApiError(
-      res.status >= 400 && res.status < 500 ? 400 : 502,
+    throw new ServingError(
+      res.status >= 400 && res.status < 500 ? "Invalid" : "EngineFailed",
       `the engine refused the audio: ${text.slice(0, 300)}`,
     );
   }

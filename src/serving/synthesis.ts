@@ -3,10 +3,10 @@
  * and the PCM its engine speaks (espeak-ng run per request, or the runner's sherpa-onnx child over HTTP).
  */
 import { z } from "zod";
-import { ApiError } from "../api/errors.ts";
 import { ESPEAK_SAMPLE_RATE, espeakPcm, espeakVoices } from "../engines/espeak.ts";
 import { SAMPLE_RATE_HEADER, SHERPA_PATHS, type SynthesisRequest } from "../engines/sherpa/protocol.ts";
-import type { LocalRunner } from "../worker/worker.ts";
+import type { LocalRunner } from "../worker/runner.ts";
+import { ServingError } from "./errors.ts";
 import type { SpeechRoute } from "./speech.ts";
 
 /** OpenAI's built-in voice names: accepted everywhere and spoken with the model's default voice. */
@@ -72,10 +72,10 @@ export function pickVoice(voices: VoiceList, requested: string | undefined, mode
   let voice = requested ?? voices.fallback;
   if (OPENAI_VOICES.has(voice) && !voices.ids.includes(voice)) voice = voices.fallback;
   if (voices.ids.length && !voices.ids.includes(voice)) {
-    throw new ApiError(
-      400,
+    throw new ServingError(
+      "Invalid",
       `voice ${voice} is not offered by ${model}; GET /v1/audio/voices?model=${model} lists them`,
-      { param: "voice", type: "invalid_request_error" },
+      "voice",
     );
   }
   return voice;
@@ -92,8 +92,8 @@ const EngineError = z.looseObject({ error: z.string() });
 /** Asks the runner's sherpa-onnx child to speak; its answer streams sentence by sentence. */
 async function sherpaPcm(runner: LocalRunner, req: SynthesisRequest, signal?: AbortSignal): Promise<Speech> {
   if (!runner.baseUrl) {
-    throw new ApiError(
-      503,
+    throw new ServingError(
+      "NotReady",
       `model ${runner.modelId} cannot serve now: ${runner.failure ?? `runner is ${runner.phase}`}`,
     );
   }
@@ -106,8 +106,8 @@ async function sherpaPcm(runner: LocalRunner, req: SynthesisRequest, signal?: Ab
       signal,
     });
   } catch (e) {
-    throw new ApiError(
-      503,
+    throw new ServingError(
+      "NotReady",
       `the voice engine for ${runner.modelId} did not answer: ${runner.failure ?? (e as Error).message}`,
     );
   }
@@ -121,8 +121,8 @@ async function sherpaPcm(runner: LocalRunner, req: SynthesisRequest, signal?: Ab
       }
     })());
     const why = parsed.success ? parsed.data.error : text.slice(0, 200);
-    throw new ApiError(
-      res.status === 503 ? 503 : 502,
+    throw new ServingError(
+      res.status === 503 ? "NotReady" : "EngineFailed",
       `the voice engine for ${runner.modelId} failed: ${why}`,
     );
   }
@@ -144,8 +144,8 @@ export async function synthesize(
   if (runner.engineKind === "espeak-ng" && runner.command) {
     return { pcm: await espeakPcm(runner.command, o), sampleRate: ESPEAK_SAMPLE_RATE };
   }
-  throw new ApiError(
-    503,
+  throw new ServingError(
+    "NotReady",
     `model ${runner.modelId} cannot serve now: its engine (${runner.engineKind}) does not synthesise speech on this node`,
   );
 }

@@ -2,14 +2,14 @@
  * The daemon plane that writes telemetry history: every `telemetry.history_interval_seconds` it records
  * the nodes heard from since the last sample and prunes rows older than the retention window.
  */
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { logger } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { freshEntries, pruneSamples, recordSamples } from "./history.ts";
 
 const log = logger("telemetry");
 
-export class TelemetryHistoryPlane implements Plane {
+export class TelemetryHistoryPlane implements Plane<NodeContext> {
   readonly name = "telemetry-history";
   #timer: ReturnType<typeof setInterval> | undefined;
   #last = 0;

@@ -141,3 +141,10 @@ const PREFERENCE: Record<InterfaceType, number> = {
 export function linkPreference(type: InterfaceType): number {
   return PREFERENCE[type];
 }
+
+/** This machine's first IPv4 address that other machines could reach (not loopback, not link-local). */
+export function firstIpv4(): string | null {
+  return Deno.networkInterfaces().find((i) =>
+    i.family === "IPv4" && !i.address.startsWith("127.") && !i.address.startsWith("169.254.")
+  )?.address ?? null;
+}

@@ -6,11 +6,16 @@
 import type { ShardMetadata } from "../cluster/instances.ts";
 import type { Config } from "../config/schema.ts";
 import { DownloadCancelled } from "../downloads/errors.ts";
-import { ggufPath } from "../downloads/manager.ts";
+import { type DownloadManager, ggufPath } from "../downloads/manager.ts";
 import { containedFile, containedModelDir } from "../downloads/local.ts";
 import type { ModelCard } from "../models/card.ts";
 import { UntrustedInputError } from "../security/ids.ts";
-import type { NodeContext } from "../node/context.ts";
+
+/** What obtaining a model's files needs of the node: its settings and, when it runs one, its downloads. */
+export interface ModelFilesPorts {
+  config: Config;
+  downloads?: Pick<DownloadManager, "ensure">;
+}
 
 export function modelsDir(config: Config): string {
   return config.modelsDir ?? `${config.dataDir}/models`;
@@ -53,7 +58,7 @@ export async function resolveModelFile(
 
 /** The local file, fetching it first when the card names a hub file that is not here yet. */
 export async function obtainModelFile(
-  ctx: NodeContext,
+  ctx: ModelFilesPorts,
   card: ModelCard,
   shard: ShardMetadata,
   signal: AbortSignal,
@@ -98,7 +103,7 @@ export async function resolveModelDir(card: ModelCard, config: Config): Promise<
 
 /** The model's directory, downloading the card's repository first when it is not on this node. */
 export async function obtainModelDir(
-  ctx: NodeContext,
+  ctx: ModelFilesPorts,
   card: ModelCard,
   shard: ShardMetadata,
   signal: AbortSignal,

@@ -9,12 +9,11 @@ import { instanceBody } from "../cluster/instances.ts";
 import { makeEvent } from "../cluster/events.ts";
 import { withoutInstance } from "../cluster/state.ts";
 import { untag } from "../cluster/tagged.ts";
-import type { Plane } from "../daemon/node.ts";
+import type { Plane } from "../node/plane.ts";
 import { findEngines } from "../engines/discovery.ts";
-import { type EngineKind, prepareEngine } from "../engines/dispatch.ts";
+import { prepareEngine } from "../engines/dispatch.ts";
 import { bindRefusal, reportedAddresses } from "../engines/bind-address.ts";
 import { rpcServerProcess } from "../engines/rpc-server.ts";
-import type { VoiceDir } from "../engines/sherpa/voice-dir.ts";
 import { sherpaProcess } from "../engines/sherpa/engine.ts";
 import { VadHost } from "../engines/sherpa/vad.ts";
 import { engineSettings } from "../engines/settings.ts";
@@ -27,6 +26,9 @@ import { modelPathRefusal, shardRefusal } from "../placement/shard-check.ts";
 import { type ModelCard, parseCard } from "../models/card.ts";
 import type { NodeContext } from "../node/context.ts";
 import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
+import type { LocalRunner } from "./runner.ts";
+// The type's old home, for importers written before it moved to runner.ts.
+export type { LocalRunner } from "./runner.ts";
 import { modelsDir, obtainModelDir, obtainModelFile } from "./model-files.ts";
 import { poolRole, waitForDonors } from "./pooled.ts";
 
@@ -35,32 +37,7 @@ const log = logger("worker");
 /** Default serving context when a placement carries no limit (upstream caps GGUF serving at 8192). */
 const DEFAULT_CONTEXT = 8192;
 
-export interface LocalRunner {
-  runnerId: string;
-  instanceId: string;
-  modelId: string;
-  phase: LocalPhase;
-  /** What this node runs for the instance: its own llama-server, a pool's driver, or a pool's donor. */
-  role: "single" | "driver" | "donor";
-  /** http://127.0.0.1:<port> of the engine, once it serves (null for a donor: it serves the driver only). */
-  baseUrl: string | null;
-  contextTokens: number;
-  engine: EngineProcess | null;
-  /** Why the runner failed, with the engine's log tail. */
-  failure: string | null;
-  /** Aborted when the runner is stopped: cancels its download or start. */
-  abort: AbortController;
-  /** Which engine serves it, once chosen. */
-  engineKind?: EngineKind;
-  /** The binary an engine run once per request uses (espeak-ng); such a runner has no baseUrl. */
-  command?: string | null;
-  /** The placed card (its audio section drives the speech routes). */
-  card?: ModelCard;
-  /** A neural voice's sample rate and voices (sherpa-onnx runners). */
-  voice?: VoiceDir;
-}
-
-export class Worker implements Plane {
+export class Worker implements Plane<NodeContext> {
   readonly name = "worker";
   readonly #runners = new Map<string, LocalRunner>();
   readonly #ports = new PortAllocator();

@@ -3,7 +3,7 @@
  * and sending a signed peer request the way a node would.
  */
 import { clusterKey, signedHeaders } from "../../src/cluster/peers.ts";
-import type { ClusterView } from "../../src/cluster/plane.ts";
+import type { ClusterView } from "../../src/cluster/handle.ts";
 import { VERSION } from "../../src/version.ts";
 
 export async function waitFor<T>(

@@ -1,6 +1,7 @@
 /** Identity and health of the node that answers: `/node_id`, `/node/identity`, `/healthz`. */
 import { Hono } from "hono";
 import { z } from "zod";
+import { firstIpv4 } from "../../telemetry/network.ts";
 import { VERSION } from "../../version.ts";
 import type { ApiEnv } from "../env.ts";
 import { describe } from "../openapi.ts";
@@ -37,12 +38,6 @@ describe({
   tag: "node",
   response: Health,
 });
-
-export function firstIpv4(): string | null {
-  return Deno.networkInterfaces().find((i) =>
-    i.family === "IPv4" && !i.address.startsWith("127.") && !i.address.startsWith("169.254.")
-  )?.address ?? null;
-}
 
 export const nodeRoutes = new Hono<ApiEnv>()
   .get("/node_id", (c) => c.json(c.var.node.nodeId))

@@ -13,7 +13,7 @@ import { EventSchema, makeEvent } from "../../cluster/events.ts";
 import { eventIdOf } from "../../cluster/log.ts";
 import { GossipMessageSchema } from "../../cluster/gossip.ts";
 import { H, PEER_BODY_LIMIT, type Verdict } from "../../cluster/peers.ts";
-import type { ClusterHandle } from "../../cluster/plane.ts";
+import type { ClusterHandle } from "../../cluster/handle.ts";
 import { PushSchema, SyncRequestSchema } from "../../cluster/replication.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, describeZodError, notFound } from "../errors.ts";

@@ -13,7 +13,7 @@ import { type ForwardDeadlines, forwardDeadlines, NodePulse } from "../../servin
 import { CLOSE, errorEvent, RealtimeSession, type VadFactory } from "../../serving/realtime.ts";
 import { peerSignedForwardHeaders } from "../../serving/forward.ts";
 import { transcribeLocal } from "../../serving/speech.ts";
-import type { LocalRunner } from "../../worker/worker.ts";
+import type { LocalRunner } from "../../worker/runner.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";

@@ -7,6 +7,17 @@ import type { SettingView } from "../../config/edit.ts";
 import type { ModelListEntry } from "../../models/catalog.ts";
 
 export type ClusterStateWire = ReturnType<typeof stateToWire>;
+
+/** The live `/state` poll main.tsx runs and every view reads. */
+export interface Live {
+  state: ClusterStateWire | null;
+  error: string | null;
+  /** The node refused the request for want of its API key (it was started with `api.key`). */
+  needsKey: boolean;
+  updatedAt: number | null;
+  localNodeId: string | null;
+  refresh: () => void;
+}
 export type { ModelListEntry, SettingView };
 
 export interface Preview {

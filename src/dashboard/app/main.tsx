@@ -4,7 +4,7 @@
  * shared by every view, and the navigation. Built by scripts/build-dashboard.ts into static assets.
  */
 import { ErrorBoundary, render, useEffect, useState } from "hono/jsx/dom";
-import { ApiFailure, apiKey, type ClusterStateWire, getJson, setApiKey } from "./api.ts";
+import { ApiFailure, apiKey, type ClusterStateWire, getJson, type Live, setApiKey } from "./api.ts";
 import "./styles.css";
 import { ChatView } from "./views/chat.tsx";
 import { ClusterView } from "./views/cluster.tsx";
@@ -24,16 +24,6 @@ type ViewPath = (typeof VIEWS)[number]["path"];
 function currentView(): ViewPath {
   const p = location.pathname.replace(/\/+$/, "");
   return VIEWS.find((v) => v.path === p)?.path ?? "/cluster";
-}
-
-export interface Live {
-  state: ClusterStateWire | null;
-  error: string | null;
-  /** The node refused the request for want of its API key (it was started with `api.key`). */
-  needsKey: boolean;
-  updatedAt: number | null;
-  localNodeId: string | null;
-  refresh: () => void;
 }
 
 const POLL_MS = 1500;

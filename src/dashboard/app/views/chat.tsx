@@ -7,7 +7,7 @@
 import { useEffect, useRef, useState } from "hono/jsx/dom";
 import { ApiFailure, failure, headers } from "../api.ts";
 import { instanceReady, type InstanceView, instanceView } from "../format.ts";
-import type { Live } from "../main.tsx";
+import type { Live } from "../api.ts";
 import { type Answer, emptyAnswer, foldItem, SseParser, type ToolCall } from "../sse.ts";
 import { Empty, Notice } from "../ui.tsx";
 import { type Recording, startRecording, synthesize, transcribe } from "../voice.ts";

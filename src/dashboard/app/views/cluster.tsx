@@ -5,7 +5,7 @@
  */
 import type { ClusterStateWire } from "../api.ts";
 import { bytes, instanceView, percent, runnerState } from "../format.ts";
-import type { Live } from "../main.tsx";
+import type { Live } from "../api.ts";
 import { acceleratorsOf, isTimedOut, masterOf, memoryOf, nodeIds, nodeName, shortId } from "../nodes.ts";
 import { Badge, Empty, MemoryMeter, Meter, Notice } from "../ui.tsx";
 

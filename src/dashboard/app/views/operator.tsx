@@ -6,7 +6,7 @@
 import { useState } from "hono/jsx/dom";
 import { ApiFailure, sendJson } from "../api.ts";
 import { bytes, percent } from "../format.ts";
-import type { Live } from "../main.tsx";
+import type { Live } from "../api.ts";
 import { acceleratorsOf, isTimedOut, memoryOf, nodeIds, nodeName, temperatureOf } from "../nodes.ts";
 import { Badge, Empty, MemoryMeter, Notice } from "../ui.tsx";
 

@@ -24,7 +24,7 @@ import {
   SIZE_BUCKETS,
   sizeBucket,
 } from "../format.ts";
-import type { Live } from "../main.tsx";
+import type { Live } from "../api.ts";
 import { freeMemory, nodeName } from "../nodes.ts";
 import { Badge, Empty, Meter, Notice, Select } from "../ui.tsx";
 
