@@ -96,7 +96,8 @@ describe("an engine that always fails on one node", () => {
       ]);
       expect(x1.id).toBe(first);
       // Each failure's reason is its engine's first line; each row names what followed it.
-      const failed = `the engine on node ${a.nodeId} failed: llama-server exited before it was ready (code 1)`;
+      const failed =
+        `the engine on node ${a.nodeId} failed: llama-server exited before it was ready (code 1)`;
       expect(x1.reason).toBe(`${failed}; its relaunch ${x2.id} failed too`);
       expect(x2.reason).toBe(`${failed}; its relaunch ${x3.id} failed too`);
       expect(x3.reason).toBe(
