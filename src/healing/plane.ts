@@ -146,10 +146,19 @@ export class Healer implements Plane {
   #relaunchTick(): void {
     if (this.#relaunching) return;
     const now = Date.now();
+    // A master that never saw a failure (it joined from a snapshot) starts its backoff clock now.
+    const state = this.#ctx.log.state;
+    for (const [id, inst] of Object.entries(state.instances)) {
+      if (this.#failedAt.has(id)) continue;
+      const runners = Object.keys(instanceBody(inst).shardAssignments.runnerToShard);
+      if (runners.some((r) => state.runners[r] && "RunnerFailed" in state.runners[r])) {
+        this.#failedAt.set(id, now);
+      }
+    }
     const clock = { failedAt: this.#failedAt, readyAt: this.#readyAt };
     const ids = { newId: () => crypto.randomUUID() };
     // A cheap look first: most ticks find nothing, and need not wait for a turn at the desk.
-    if (relaunchSteps(this.#ctx.log.state, now, clock, this.#baseMs(), ids.newId).length === 0) return;
+    if (relaunchSteps(state, now, clock, this.#baseMs(), ids.newId).length === 0) return;
     this.#relaunching = true;
     this.#queue = this.#queue.then(() => this.#inTurn(() => this.#relaunch(clock, ids.newId))).catch((e) => {
       log.error("relaunching failed engines failed: {error}", { error: (e as Error).message });

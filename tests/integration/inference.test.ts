@@ -214,6 +214,7 @@ describe("serving a tiny model on one node", () => {
     const [pid] = await enginePids(node.dataDir);
     expect(pidAlive(pid)).toBe(true);
     Deno.kill(pid, "SIGKILL");
+    const killedAt = Date.now();
     const s = await waitForState(
       node.url,
       (st) => runnerTag(st, placed.runnerId) === "RunnerFailed",
@@ -243,6 +244,7 @@ describe("serving a tiny model on one node", () => {
       60_000,
     );
     const again = relaunchedBy(up)!;
+    console.log(`kill -9 of the engine to its relaunch serving: ${Date.now() - killedAt} ms`);
     expect(instanceNodes(up, again)).toEqual([node.nodeId]);
     const r = await client.chat.completions.create({
       model: MODEL,

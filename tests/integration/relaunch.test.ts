@@ -68,8 +68,10 @@ describe("an engine that always fails on one node", () => {
       const first = instance.MlxRingInstance.instanceId;
       const res = await postInstance(a, instance, [a, b]);
       expect(res.status, await res.text()).toBe(200);
+      const placedAt = Date.now();
 
       await waitForState(a.url, (s) => servingNode(s) === b.nodeId, "the model to serve on b", 90_000);
+      console.log(`placed on the failing node to serving on the other: ${Date.now() - placedAt} ms`);
       const chat = await fetch(`${a.url}/v1/chat/completions`, {
         method: "POST",
         body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hello" }], max_tokens: 4 }),
