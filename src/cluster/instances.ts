@@ -96,6 +96,13 @@ export const PlacementRecordSchema = z.object({
   excludedNodes: z.array(z.string()).default([]),
   /** Healing's count for this lineage: re-placements made so far (0 for the user's own placement). */
   healAttempt: z.number().int().nonnegative().default(0),
+  /**
+   * Ours, set by healing's relaunch (src/healing/relaunch.ts): this instance starts again, on the same
+   * node, the failed instance `of`, which stays visible until this one serves; `count` relaunches so far.
+   */
+  relaunch: z.object({ of: z.string(), count: z.number().int().positive() }).strict().optional(),
+  /** Ours: nodes where this lineage's engine kept failing past its relaunches; later placements avoid them. */
+  failedOn: z.array(z.string()).optional(),
 }).strict();
 export type PlacementRecord = z.infer<typeof PlacementRecordSchema>;
 

@@ -311,6 +311,7 @@ export const SETTINGS = {
   }),
   /**
    * Healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts).
+   * It also spaces the relaunches of a failed single-node engine on its node (this, then twice this).
    * Cluster-wide: whichever node is master heals with the same backoff, across failovers.
    */
   healRetryBase: setting({
@@ -320,7 +321,8 @@ export const SETTINGS = {
     schema: seconds,
     default: 5,
     description:
-      "healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts)",
+      "healing's first wait after finding no place for a lost instance; it doubles each attempt (5 attempts); " +
+      "also the wait before relaunching a failed engine on its node (then twice it)",
   }),
   /**
    * How long a forward waits for the other node's first sign of life (its answer, or its answer to a

@@ -47,14 +47,21 @@ export interface Breakage {
   alreadyDeleted: boolean;
 }
 
-function firstLine(s: string | null): string {
+/** The first line of an engine's failure (its log tail follows), as the history quotes it. */
+export function firstLine(s: string | null): string {
   return (s ?? "no reason given").split("\n")[0].slice(0, 300);
+}
+
+/** One engine on one node (not a pool): a failure of it is relaunched on its node first (relaunch.ts). */
+export function isSingleNode(i: Instance): boolean {
+  return instanceKind(i) !== "LlamaRpc" &&
+    Object.keys(instanceBody(i).shardAssignments.nodeToRunner).length === 1;
 }
 
 /**
  * The breakages an applied event causes. A node timeout breaks every instance touching it. A failed
- * runner breaks a pooled instance, or a single-node one when `tracked` (healing placed it); otherwise
- * a single-node engine's failure stays visible as it was (its node is alive: the operator decides).
+ * runner breaks a pooled instance, or a wider one when `tracked` (healing placed it); a single-node
+ * engine's failure is relaunch.ts's (its node is alive: the engine starts there again first).
  */
 export function breakagesOf(
   event: Event,
@@ -62,7 +69,8 @@ export function breakagesOf(
   after: ClusterState,
   tracked: ReadonlySet<string>,
 ): Breakage[] {
-  const heals = (id: string, i: Instance) => instanceKind(i) === "LlamaRpc" || tracked.has(id);
+  const heals = (id: string, i: Instance) =>
+    instanceKind(i) === "LlamaRpc" || (tracked.has(id) && !isSingleNode(i));
   const type = eventType(event);
   if (type === "RunnerStatusUpdated") {
     const { runnerId, runnerStatus } =
@@ -137,14 +145,17 @@ export function recordOf(state: ClusterState, instanceId: string): PlacementReco
 
 /**
  * The requests healing tries, in order: the original constraints, then (when they asked for more than
- * the defaults) anywhere the model fits; never the dead node or the user's exclusions.
+ * the defaults) anywhere the model fits; never the dead node, the user's exclusions or a node where the
+ * engine kept failing.
  */
 export function healingRequests(
   modelId: string,
   record: PlacementRecord,
   deadNode: string | null,
 ): { label: string; request: PlacementRequest; honours: boolean }[] {
-  const excluded_nodes = [...new Set([...record.excludedNodes, ...(deadNode ? [deadNode] : [])])].sort();
+  const excluded_nodes = [
+    ...new Set([...record.excludedNodes, ...(record.failedOn ?? []), ...(deadNode ? [deadNode] : [])]),
+  ].sort();
   const asPlaced = placementRequest(modelId, {
     sharding: record.sharding,
     instance_meta: record.instanceMeta,

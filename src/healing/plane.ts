@@ -1,6 +1,6 @@
 /**
  * The healing plane: on the master, turns each breakage (a node that timed out, a pool's engine that
- * died) into teardown and re-placement events in log order, and retries lost instances with backoff.
+ * died, a single engine that failed) into relaunch, teardown and re-placement events, with backoff.
  */
 import type { IndexedEvent } from "../cluster/events.ts";
 import { makeEvent } from "../cluster/events.ts";
@@ -34,6 +34,7 @@ import {
   recordOf,
   withoutInstance,
 } from "./decide.ts";
+import { relaunchSteps, type Retirement } from "./relaunch.ts";
 
 /** How often the master looks at lost instances awaiting a place (their own backoff spaces the tries). */
 const RETRY_TICK_MS = 1000;
@@ -53,6 +54,10 @@ export class Healer implements Plane<NodeContext> {
   #caughtUp = false;
   /** The worker nodes seen at the last retry tick (null until this node is master): joins trigger a retry. */
   #known: Set<string> | null = null;
+  /** When each instance's engine was first seen failed, and first seen serving (relaunch.ts's clock). */
+  readonly #failedAt = new Map<string, number>();
+  readonly #readyAt = new Map<string, number>();
+  #relaunching = false;
 
   /** What this master remembers of the instances it placed by healing (tests, diagnostics). */
   lineage(instanceId: string): Lineage | undefined {
@@ -91,6 +96,7 @@ export class Healer implements Plane<NodeContext> {
       return;
     }
     if (this.#retrying) return;
+    this.#relaunchTick();
     const view = this.#view(this.#ctx.log.state);
     const { workers, joined } = joinedWorkers(this.#known, view);
     this.#known = workers;
@@ -136,6 +142,85 @@ export class Healer implements Plane<NodeContext> {
     }
   }
 
+  /** Master: relaunches failed single-node engines whose time has come, retires what their relaunch replaced. */
+  #relaunchTick(): void {
+    if (this.#relaunching) return;
+    const now = Date.now();
+    // A master that never saw a failure (it joined from a snapshot) starts its backoff clock now.
+    const state = this.#ctx.log.state;
+    for (const [id, inst] of Object.entries(state.instances)) {
+      if (this.#failedAt.has(id)) continue;
+      const runners = Object.keys(instanceBody(inst).shardAssignments.runnerToShard);
+      if (runners.some((r) => state.runners[r] && "RunnerFailed" in state.runners[r])) {
+        this.#failedAt.set(id, now);
+      }
+    }
+    const clock = { failedAt: this.#failedAt, readyAt: this.#readyAt };
+    const ids = { newId: () => crypto.randomUUID() };
+    // A cheap look first: most ticks find nothing, and need not wait for a turn at the desk.
+    if (relaunchSteps(state, now, clock, this.#baseMs(), ids.newId).length === 0) return;
+    this.#relaunching = true;
+    this.#queue = this.#queue.then(() => this.#inTurn(() => this.#relaunch(clock, ids.newId))).catch((e) => {
+      log.error("relaunching failed engines failed: {error}", { error: (e as Error).message });
+    }).finally(() => (this.#relaunching = false));
+  }
+
+  async #relaunch(clock: Parameters<typeof relaunchSteps>[2], newId: () => string): Promise<void> {
+    const ctx = this.#ctx;
+    if (!this.#isMaster()) return;
+    // Decided again in turn: a command before it may have deleted or placed something.
+    for (const step of relaunchSteps(ctx.log.state, Date.now(), clock, this.#baseMs(), newId)) {
+      if (!this.#isMaster()) return;
+      if (step.kind === "retire") {
+        await this.#retire([step.retire]);
+        continue;
+      }
+      await this.#retire(step.retire);
+      if (step.kind === "move") {
+        const { breakage, record } = step;
+        await this.#heal(breakage, this.#lineage.get(breakage.instanceId), record);
+        continue;
+      }
+      log.warn("engine of instance {failedId} failed: {reason}", {
+        failedId: step.failedId,
+        reason: step.createReason,
+      });
+      await ctx.submit(
+        makeEvent("InstanceCreated", {
+          instance: step.instance,
+          reason: step.createReason,
+          placement: step.placement,
+        }),
+      );
+    }
+  }
+
+  async #retire(retire: Retirement[]): Promise<void> {
+    for (const r of retire) {
+      if (!this.#ctx.log.state.instances[r.instanceId]) continue;
+      await this.#ctx.submit(makeEvent("InstanceDeleted", { instanceId: r.instanceId, reason: r.reason }));
+    }
+  }
+
+  /** Keeps relaunch.ts's clock: first failure and first readiness of each instance's engine. */
+  #clock(ie: IndexedEvent, after: ClusterState): void {
+    for (const m of [this.#failedAt, this.#readyAt]) {
+      for (const id of m.keys()) if (!after.instances[id]) m.delete(id);
+    }
+    if (!("RunnerStatusUpdated" in ie.event)) return;
+    const { runnerId, runnerStatus } = ie.event.RunnerStatusUpdated;
+    const into = "RunnerFailed" in runnerStatus
+      ? this.#failedAt
+      : "RunnerReady" in runnerStatus || "RunnerRunning" in runnerStatus
+      ? this.#readyAt
+      : null;
+    if (!into) return;
+    const id = Object.keys(after.instances).find((i) =>
+      runnerId in instanceBody(after.instances[i]).shardAssignments.runnerToShard
+    );
+    if (id && !into.has(id)) into.set(id, Date.now());
+  }
+
   /**
    * Healing decides where to place in turn with the master's commands (src/app/desk.ts), so a placement
    * by a client and one by healing never plan against the same free memory.
@@ -156,6 +241,7 @@ export class Healer implements Plane<NodeContext> {
   }
 
   #observe(ie: IndexedEvent, before: ClusterState, after: ClusterState): void {
+    this.#clock(ie, after);
     // Every node learns healed placements from the log, so a new master keeps counting attempts.
     const healed = lineageOfCreated(ie.event);
     if (healed) this.#lineage.set(healed.instanceId, healed.lineage);

@@ -19,6 +19,13 @@ export function isRefusal(errorMessage: string | null | undefined): boolean {
   return (errorMessage ?? "").startsWith(REFUSAL_PREFIX);
 }
 
+/** The prefix of a card-path refusal (modelPathRefusal): no node serves such a card, so healing leaves it. */
+export const CARD_REFUSAL_PREFIX = "the placed card of ";
+
+export function isCardRefusal(errorMessage: string | null | undefined): boolean {
+  return (errorMessage ?? "").startsWith(CARD_REFUSAL_PREFIX);
+}
+
 /**
  * Null when the shard fits; otherwise why not, in one sentence with numbers. `state` must not hold the
  * instance being checked (its own reservation would count against it).
@@ -58,7 +65,7 @@ export function modelPathRefusal(
 ): string | null {
   // Not a REFUSAL_PREFIX refusal: such a card is no placement to recover, whichever node gets it.
   const refuse = (what: string) =>
-    `the placed card of ${card.model_id} names files this node does not serve: ${what}`;
+    `${CARD_REFUSAL_PREFIX}${card.model_id} names files this node does not serve: ${what}`;
   if (card.gguf_path !== undefined && card.gguf_path !== registered?.gguf_path) {
     return refuse(
       `its gguf_path '${card.gguf_path.slice(0, 200)}' is not a local model registered on this node ${

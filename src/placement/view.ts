@@ -145,6 +145,8 @@ function footprints(
   const nodes = Object.entries(body.shardAssignments.nodeToRunner);
   for (const [nodeId, runnerId] of nodes) {
     const status = runners[runnerId];
+    // A failed runner's engine has exited and holds nothing (healing may relaunch it beside its record).
+    if (status && "RunnerFailed" in status) continue;
     const shard = Object.values(body.shardAssignments.runnerToShard[runnerId] ?? {})[0];
     if (!shard) continue;
     let card;

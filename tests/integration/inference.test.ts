@@ -13,17 +13,28 @@ import {
   runnerTag,
   singleNodeInstance,
   waitForState,
+  type WireState,
 } from "../helpers/cluster.ts";
+
+/** The model, runner and nodes of an instance in a wire state (single-node instances here). */
+// deno-lint-ignore no-explicit-any
+const bodyOf = (st: WireState, id: string): any => Object.values(st.instances[id])[0];
+const instanceModel = (st: WireState, id: string): string => bodyOf(st, id).shardAssignments.modelId;
+const instanceRunner = (st: WireState, id: string): string =>
+  Object.keys(bodyOf(st, id).shardAssignments.runnerToShard)[0];
+const instanceNodes = (st: WireState, id: string): string[] =>
+  Object.keys(bodyOf(st, id).shardAssignments.nodeToRunner);
 
 const MODEL = "skulk-test/tiny-llama";
 
-async function enginePids(dataDir: string): Promise<number[]> {
+async function enginePids(dataDir: string, instanceId?: string): Promise<number[]> {
+  const of = instanceId ? ` AND instance_id = '${instanceId}'` : "";
   const r = await skulk([
     "sql",
     "--data-dir",
     dataDir,
     "--json",
-    "SELECT pid FROM engine_processes WHERE kind = 'llama-server'",
+    `SELECT pid FROM engine_processes WHERE kind = 'llama-server'${of}`,
   ]);
   return (JSON.parse(r.stdout) as { pid: number }[]).map((x) => x.pid);
 }
@@ -199,10 +210,11 @@ describe("serving a tiny model on one node", () => {
     expect(busy).toBe(false);
   });
 
-  it("fails the runner with the engine's log tail when the engine is killed, and the next request gets a clear error", async () => {
+  it("fails the runner with the engine's log tail when the engine is killed, and the next request gets a clear error until the master relaunches it on the node", async () => {
     const [pid] = await enginePids(node.dataDir);
     expect(pidAlive(pid)).toBe(true);
     Deno.kill(pid, "SIGKILL");
+    const killedAt = Date.now();
     const s = await waitForState(
       node.url,
       (st) => runnerTag(st, placed.runnerId) === "RunnerFailed",
@@ -218,11 +230,57 @@ describe("serving a tiny model on one node", () => {
     });
     expect(res.status).toBe(503);
     expect((await res.json()).error.message).toMatch(/killed by SIGKILL/);
+    // The failed instance stays visible (and its 503 names the failure) until its relaunch serves.
+    const relaunchedBy = (st: WireState) =>
+      Object.keys(st.instances).find((id) => id !== placed.instanceId && instanceModel(st, id) === MODEL);
+    const up = await waitForState(
+      node.url,
+      (st) => {
+        const id = relaunchedBy(st);
+        return id !== undefined && !st.instances[placed.instanceId] &&
+          runnerTag(st, instanceRunner(st, id)) === "RunnerReady";
+      },
+      "the relaunch to serve and the failed instance to retire",
+      60_000,
+    );
+    const again = relaunchedBy(up)!;
+    console.log(`kill -9 of the engine to its relaunch serving: ${Date.now() - killedAt} ms`);
+    expect(instanceNodes(up, again)).toEqual([node.nodeId]);
+    const r = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: "user", content: "Back?" }],
+      max_tokens: 4,
+    });
+    expect(r.choices[0].message.content?.length).toBeGreaterThan(0);
+    const hist = JSON.parse(
+      (await skulk([
+        "sql",
+        "--data-dir",
+        node.dataDir,
+        "--json",
+        `SELECT id, outcome, reason FROM instances WHERE model_id = '${MODEL}' ORDER BY created_at`,
+      ])).stdout,
+    );
+    const n = node.nodeId;
+    expect(hist).toEqual([
+      {
+        id: placed.instanceId,
+        outcome: "replaced",
+        reason: `the engine on node ${n} failed: llama-server was killed by SIGKILL; replaced by ${again}, ` +
+          `relaunched on node ${n}, which serves`,
+      },
+      {
+        id: again,
+        outcome: "running",
+        reason: `relaunches ${placed.instanceId} on node ${n} after the engine on node ${n} failed: ` +
+          "llama-server was killed by SIGKILL, relaunch 1/2",
+      },
+    ]);
   });
 
   it("deletes the instance, stops its engine and keeps the history", async () => {
     const fresh = await place(node, "skulk-test/tiny-second");
-    const [pid] = await enginePids(node.dataDir);
+    const [pid] = await enginePids(node.dataDir, fresh.instanceId);
     const del = await fetch(`${node.url}/instance/${fresh.instanceId}`, { method: "DELETE" });
     expect(del.status).toBe(200);
     await waitForState(
