@@ -150,6 +150,31 @@ function rpcListeners(): string[] {
   return new TextDecoder().decode(out.stdout).split("\n").filter((l) => l.includes("ggml-rpc-server"));
 }
 
+/** Whether `pid` descends from one of `ancestors` (its parent chain, read from /proc). */
+function descendsFrom(pid: number, ancestors: number[]): boolean {
+  for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {
+    if (ancestors.includes(p)) return true;
+    try {
+      p = Number(Deno.readTextFileSync(`/proc/${p}/status`).match(/^PPid:\s+(\d+)/m)?.[1] ?? 0);
+    } catch {
+      return false;
+    }
+  }
+  return false;
+}
+
+/**
+ * ggml-rpc-server listeners this test must never see: any that one of its daemons started, and any bound
+ * beyond loopback whoever started it. Other test files may run a loopback donor at the same time.
+ */
+function forbiddenRpcListeners(): string[] {
+  return rpcListeners().filter((l) => {
+    const local = l.trim().split(/\s+/)[3] ?? "";
+    const pid = Number(l.match(/pid=(\d+)/)?.[1] ?? 0);
+    return !/^(127\.[\d.]+|\[::1\]):\d+$/.test(local) || descendsFrom(pid, [a.pid, b.pid]);
+  });
+}
+
 /** Every process whose command line opens `path` as a model (`-m path`). */
 function processesOpening(path: string): number[] {
   const pids: number[] = [];
@@ -166,7 +191,7 @@ function processesOpening(path: string): number[] {
 async function noEngines(): Promise<void> {
   expect(await enginePorts(a.dataDir)).toEqual([]);
   expect(await enginePorts(b.dataDir)).toEqual([]);
-  expect(rpcListeners()).toEqual([]);
+  expect(forbiddenRpcListeners()).toEqual([]);
   expect(processesOpening("/etc/shadow")).toEqual([]);
   expect(Object.keys((await json<WireState>(`${a.url}/state`)).instances)).toEqual([]);
 }
