@@ -86,6 +86,9 @@ describe("Ollama API through a real engine", () => {
     }
     const ps = await ollama.ps();
     expect(ps.models.map((m) => m.name)).toEqual([MODEL]);
+    const load = await ollama.generate({ model: "nobody/nothing", prompt: "" }).catch((e) => e);
+    expect(load.status_code).toBe(404);
+    expect((await ollama.generate({ model: MODEL, prompt: "" })).done_reason).toBe("load");
     const show = await ollama.show({ model: MODEL });
     expect(show.modelfile).toBe(`FROM ${MODEL}`);
     expect(show.capabilities).toContain("completion");
@@ -227,6 +230,9 @@ describe("Ollama API through a real engine", () => {
     });
     expect(r.status).toBe(400);
     expect((await r.json()).error).toMatch(/messages/);
+    const load = await ollama.generate({ model: "nobody/nothing", prompt: "" }).catch((e) => e);
+    expect(load.status_code).toBe(404);
+    expect((await ollama.generate({ model: MODEL, prompt: "" })).done_reason).toBe("load");
     const show = await ollama.show({ model: "nobody/nothing" }).catch((e) => e);
     expect(show.status_code).toBe(404);
     const embed = await ollama.embed({ model: MODEL, input: "x" }).catch((e) => e);

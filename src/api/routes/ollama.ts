@@ -25,6 +25,7 @@ import {
   showEntry,
   tagEntry,
 } from "../../serving/ollama.ts";
+import { resolveTarget } from "../../serving/target.ts";
 import { VERSION } from "../../version.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw, toApiError } from "../errors.ts";
@@ -207,7 +208,11 @@ export const ollamaRoutes = new Hono<ApiEnv>()
     if (body.raw) throw badRequest("raw is not supported: the model's own template always applies", "raw");
     if (body.suffix) throw badRequest("suffix (fill-in-the-middle) is not supported", "suffix");
     if (!body.prompt && !body.images?.length) {
-      // Ollama answers an empty prompt by loading the model; a placed model is always loaded.
+      // Ollama answers an empty prompt by loading the model; a placed model is always loaded, so only the
+      // lookup's answer (404 unknown, 503 not ready) is left to give.
+      const ctx = c.var.node;
+      const r = resolveTarget(ctx.log.state, body.model, ctx.nodeId);
+      if (!r.ok) throw new ApiError(r.status, r.message);
       return c.json({
         model: body.model,
         created_at: new Date().toISOString(),
