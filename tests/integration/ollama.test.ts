@@ -6,7 +6,14 @@ import { Ollama } from "ollama";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { placeReady } from "../helpers/cluster.ts";
+import {
+  localCardWire,
+  placeReady,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/tiny-tools";
 const LONG = 300_000;
@@ -255,5 +262,26 @@ describe("Ollama API through a real engine", () => {
     }
     // Idle long before 1500 tokens (tens of seconds here) would be done.
     expect(await engineBusy(port, false)).toBe(true);
+  }, LONG);
+
+  it("embeds with an embedding model: /api/embed in input order, legacy /api/embeddings", async () => {
+    const card = localCardWire("skulk-test/tiny-embed", await tinyModel({ pooling: "mean" }), {
+      tasks: ["TextEmbedding"],
+      capabilities: ["embedding"],
+    });
+    const instance = singleNodeInstance(node.nodeId, card);
+    const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+    expect((await postInstance(node, instance)).status).toBe(200);
+    await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the embedding runner");
+    const r = await ollama.embed({ model: "skulk-test/tiny-embed", input: ["a fox", "a hound"] });
+    expect(r.embeddings).toHaveLength(2);
+    expect(r.embeddings[0]).toHaveLength(64);
+    expect(r.embeddings[0]).not.toEqual(r.embeddings[1]);
+    const one = await ollama.embeddings({ model: "skulk-test/tiny-embed", prompt: "a fox" });
+    // The same text alone or in a batch: the same vector, up to float rounding.
+    expect(one.embedding).toHaveLength(64);
+    one.embedding.forEach((v, i) => expect(v).toBeCloseTo(r.embeddings[0][i], 4));
+    const show = await ollama.show({ model: "skulk-test/tiny-embed" });
+    expect(show.capabilities).toEqual(["embedding"]);
   }, LONG);
 });
