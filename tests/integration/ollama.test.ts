@@ -64,7 +64,11 @@ describe("Ollama API through a real engine", () => {
   let ollama: Ollama;
 
   beforeAll(async () => {
-    node = await startDaemon({ env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") } });
+    // One stream slot: the slot test below fills it with one stream, and every streamed test after another
+    // proves the slot came back.
+    node = await startDaemon({
+      env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), SKULK_MAX_CONCURRENT_STREAMS: "1" },
+    });
     ollama = new Ollama({ host: `${node.url}/ollama` });
     await placeReady(node, MODEL, await tinyModel());
   }, LONG);
@@ -246,6 +250,45 @@ describe("Ollama API through a real engine", () => {
     expect(embed.status_code).toBe(400);
     expect(embed.error).toMatch(/not an embedding model/);
   });
+
+  it(
+    "a stream holds the node's stream slot: a second is refused (429, Ollama's shape) until the first goes",
+    async () => {
+      const first = await ollama.chat({
+        model: MODEL,
+        messages: [{ role: "user", content: "Go on" }],
+        options: { num_predict: 1500 },
+        stream: true,
+      });
+      const it1 = first[Symbol.asyncIterator]();
+      expect((await it1.next()).done).toBe(false);
+      const refused = await fetch(`${node.url}/ollama/api/generate`, {
+        method: "POST",
+        body: JSON.stringify({ model: MODEL, prompt: "x" }),
+      });
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+      expect((await refused.json()).error).toMatch(/concurrent streams/);
+      // Not streamed: no slot needed.
+      expect((await ollama.generate({ model: MODEL, prompt: "x", options: { num_predict: 1 } })).done).toBe(
+        true,
+      );
+      first.abort();
+      // The slot comes back once the node sees the client gone.
+      let status = 0;
+      for (let i = 0; i < 200 && status !== 200; i++) {
+        const r = await fetch(`${node.url}/ollama/api/generate`, {
+          method: "POST",
+          body: JSON.stringify({ model: MODEL, prompt: "x", options: { num_predict: 2 } }),
+        });
+        status = r.status;
+        await r.body?.cancel();
+        if (status !== 200) await new Promise((res) => setTimeout(res, 50));
+      }
+      expect(status).toBe(200);
+    },
+    LONG,
+  );
 
   it("stops the engine's generation when a streaming client goes away", async () => {
     const port = await enginePort(node);

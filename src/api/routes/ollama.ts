@@ -127,7 +127,14 @@ async function generation(
   const routed = await route(c, body.model, raw);
   if ("remote" in routed) return routed.remote;
   const { target } = routed.local;
-  admit(engineReq.max_tokens as number, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
+  // Only a client's own num_predict is checked against the context, as on the chat route: the node's default
+  // bound is a ceiling the engine stops at, not a demand.
+  const asked = body.options?.num_predict;
+  admit(
+    asked && asked > 0 ? asked : null,
+    target,
+    ctx.worker?.runner(target.runnerId)?.contextTokens ?? null,
+  );
   const out = await chatGeneration(
     c,
     routed.local,
