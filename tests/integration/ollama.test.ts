@@ -307,6 +307,38 @@ describe("Ollama API through a real engine", () => {
     expect(await engineBusy(port, false)).toBe(true);
   }, LONG);
 
+  it(
+    "an engine that dies mid-stream ends the NDJSON with an error line, which the client raises",
+    async () => {
+      const stream = await ollama.chat({
+        model: MODEL,
+        messages: [{ role: "user", content: "Go on forever" }],
+        options: { num_predict: 1500 },
+        stream: true,
+      });
+      const parts = stream[Symbol.asyncIterator]();
+      expect((await parts.next()).done).toBe(false);
+      const r = await skulk([
+        "sql",
+        "--data-dir",
+        node.dataDir,
+        "--json",
+        "SELECT pid FROM engine_processes WHERE kind = 'llama-server'",
+      ]);
+      const [{ pid }] = JSON.parse(r.stdout) as { pid: number }[];
+      Deno.kill(pid, "SIGKILL");
+      let raised: Error | undefined;
+      try {
+        while (!(await parts.next()).done) { /* the rest of what was generated */ }
+      } catch (e) {
+        raised = e as Error;
+      }
+      // The line says why (engine failure), so the client did not merely lose its connection.
+      expect(raised?.message).toMatch(/the engine serving this model failed/);
+    },
+    LONG,
+  );
+
   it("embeds with an embedding model: /api/embed in input order, legacy /api/embeddings", async () => {
     const card = localCardWire("skulk-test/tiny-embed", await tinyModel({ pooling: "mean" }), {
       tasks: ["TextEmbedding"],
