@@ -24,6 +24,7 @@ import { modelRoutes } from "./routes/models.ts";
 import { openaiRoutes } from "./routes/openai.ts";
 import { anthropicRoutes } from "./routes/anthropic.ts";
 import { responsesRoutes } from "./routes/responses.ts";
+import { ollamaRoutes } from "./routes/ollama.ts";
 import { audioRoutes } from "./routes/audio.ts";
 import { realtimeRoutes } from "./routes/realtime.ts";
 import { nodeRoutes } from "./routes/node.ts";
@@ -107,6 +108,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", openaiRoutes);
   app.route("/", anthropicRoutes);
   app.route("/", responsesRoutes);
+  app.route("/", ollamaRoutes);
   app.route("/", audioRoutes);
   app.route("/", realtimeRoutes);
   app.route("/", customModelRoutes);

@@ -1,0 +1,299 @@
+/**
+ * Ollama's API under `/ollama/`: liveness, version, tags, ps, show, chat, generate and embeddings, served
+ * through the chat route's routing and streaming path, streamed as NDJSON, refused in Ollama's `{"error"}` shape.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { downloadModelId } from "../../cluster/downloads.ts";
+import { instanceBody } from "../../cluster/instances.ts";
+import { logger } from "../../log/mod.ts";
+import { resolveCapabilities } from "../../models/capabilities.ts";
+import {
+  capabilities,
+  chatToEngine,
+  fromChatReply,
+  generateToEngine,
+  type Mode,
+  OllamaChatRequest,
+  OllamaEmbeddingsRequest,
+  OllamaEmbedRequest,
+  ollamaError,
+  OllamaGenerateRequest,
+  OllamaShowRequest,
+  OllamaStreamTranslator,
+  psEntry,
+  showEntry,
+  tagEntry,
+} from "../../serving/ollama.ts";
+import { resolveTarget } from "../../serving/target.ts";
+import { VERSION } from "../../version.ts";
+import type { ApiEnv } from "../env.ts";
+import { ApiError, badRequest, notFound, readJsonWithRaw, toApiError } from "../errors.ts";
+import { describe } from "../openapi.ts";
+import { admit, callEngine, chatGeneration, engineError, engineFailure, route } from "./openai.ts";
+
+const log = logger("ollama");
+
+/** Upstream Ollama's paths, and the doubled/`v1` forms some front-ends build from a base URL ending in /api. */
+const CHAT_PATHS = ["/ollama/api/chat", "/ollama/api/api/chat", "/ollama/api/v1/chat"];
+const TAGS_PATHS = ["/ollama/api/tags", "/ollama/api/api/tags", "/ollama/api/v1/tags"];
+
+describe({ method: "get", path: "/ollama/", summary: "Ollama liveness: 'Ollama is running'", tag: "ollama" });
+describe({ method: "head", path: "/ollama/", summary: "Ollama liveness", tag: "ollama" });
+describe({ method: "get", path: "/ollama/api/version", summary: "Ollama version", tag: "ollama" });
+for (const path of TAGS_PATHS) {
+  describe({
+    method: "get",
+    path,
+    summary: "Ollama model list (downloaded or placed models)",
+    tag: "ollama",
+  });
+}
+describe({
+  method: "get",
+  path: "/ollama/api/ps",
+  summary: "Ollama running models (placed instances)",
+  tag: "ollama",
+});
+describe({
+  method: "post",
+  path: "/ollama/api/show",
+  summary: "Ollama model details",
+  tag: "ollama",
+  body: OllamaShowRequest,
+});
+for (const path of CHAT_PATHS) {
+  describe({
+    method: "post",
+    path,
+    summary: "Ollama chat (NDJSON unless stream:false)",
+    tag: "ollama",
+    body: OllamaChatRequest,
+  });
+}
+describe({
+  method: "post",
+  path: "/ollama/api/generate",
+  summary: "Ollama generate (NDJSON unless stream:false)",
+  tag: "ollama",
+  body: OllamaGenerateRequest,
+});
+describe({
+  method: "post",
+  path: "/ollama/api/embed",
+  summary: "Ollama embeddings",
+  tag: "ollama",
+  body: OllamaEmbedRequest,
+});
+describe({
+  method: "post",
+  path: "/ollama/api/embeddings",
+  summary: "Ollama legacy single embedding",
+  tag: "ollama",
+  body: OllamaEmbeddingsRequest,
+});
+
+const KEEP_ALIVE = new TextEncoder().encode(": keep-alive\n\n");
+const isKeepAlive = (b: Uint8Array) =>
+  b.length === KEEP_ALIVE.length && b.every((x, i) => x === KEEP_ALIVE[i]);
+
+/**
+ * The shared stream path frames SSE (its idle keep-alive is an SSE comment); an NDJSON reader would take that
+ * comment for a broken line, so it is dropped here. Cancelling this body cancels the one beneath it.
+ */
+function asNdjson(res: Response): Response {
+  const body = res.body!.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (!isKeepAlive(chunk)) controller.enqueue(chunk);
+      },
+    }),
+  );
+  const headers = new Headers(res.headers);
+  headers.set("content-type", "application/x-ndjson");
+  return new Response(body, { status: res.status, headers });
+}
+
+/** A chat or generate request, run on the one generation path and answered in Ollama's shape. */
+async function generation(
+  c: Context<ApiEnv>,
+  mode: Mode,
+  raw: string,
+  body: OllamaChatRequest | OllamaGenerateRequest,
+  engineReq: Record<string, unknown>,
+): Promise<Response> {
+  const ctx = c.var.node;
+  const startedMs = performance.now();
+  const routed = await route(c, body.model, raw);
+  if ("remote" in routed) return routed.remote;
+  const { target } = routed.local;
+  // Only a client's own num_predict is checked against the context, as on the chat route: the node's default
+  // bound is a ceiling the engine stops at, not a demand.
+  const asked = body.options?.num_predict;
+  admit(
+    asked && asked > 0 ? asked : null,
+    target,
+    ctx.worker?.runner(target.runnerId)?.contextTokens ?? null,
+  );
+  const out = await chatGeneration(
+    c,
+    routed.local,
+    engineReq,
+    () => new OllamaStreamTranslator(mode, body.model, startedMs),
+  );
+  if (out instanceof Response) return asNdjson(out);
+  return c.json(
+    fromChatReply(out.reply, mode, body.model, new Date().toISOString(), performance.now() - startedMs),
+  );
+}
+
+/** Embeddings of one or more texts from the engine's OpenAI endpoint, in input order. */
+async function embed(c: Context<ApiEnv>, model: string, input: string | string[], raw: string) {
+  const ctx = c.var.node;
+  const card = ctx.catalog.get(model);
+  if (card && !card.tasks.includes("TextEmbedding")) {
+    throw badRequest(`${model} is not an embedding model`, "model");
+  }
+  const routed = await route(c, model, raw);
+  if ("remote" in routed) return routed.remote;
+  const { baseUrl, target } = routed.local;
+  const abort = new AbortController();
+  c.req.raw.signal.addEventListener("abort", () => abort.abort());
+  let res: Response;
+  try {
+    res = await callEngine(baseUrl, "/v1/embeddings", { model, input }, abort);
+  } catch (e) {
+    throw new ApiError(503, engineFailure(ctx, target, e));
+  }
+  if (!res.ok) throw await engineError(res);
+  const out = await res.json() as {
+    data: { index: number; embedding: number[] }[];
+    usage?: { prompt_tokens?: number };
+  };
+  return {
+    embeddings: [...out.data].sort((a, b) => a.index - b.index).map((d) => d.embedding),
+    promptTokens: out.usage?.prompt_tokens ?? 0,
+  };
+}
+
+export const ollamaRoutes = new Hono<ApiEnv>()
+  // Hono answers HEAD with the GET handler, body dropped: what Ollama's liveness probes expect.
+  .get("/ollama", (c) => c.text("Ollama is running"))
+  .get("/ollama/", (c) => c.text("Ollama is running"))
+  .get("/ollama/api/version", (c) => c.json({ version: VERSION }))
+  .get("/ollama/api/ps", (c) => {
+    const ctx = c.var.node;
+    const seen = new Set<string>();
+    const models = Object.values(ctx.log.state.instances).flatMap((i) => {
+      const id = instanceBody(i).shardAssignments.modelId;
+      if (seen.has(id)) return [];
+      seen.add(id);
+      return [psEntry(id, ctx.catalog.get(id))];
+    });
+    return c.json({ models });
+  })
+  .post("/ollama/api/show", async (c) => {
+    const ctx = c.var.node;
+    const { body } = await readJsonWithRaw(c, OllamaShowRequest);
+    const id = body.model ?? body.name;
+    if (!id) throw badRequest("name the model: give 'model' (or 'name')", "model");
+    const card = ctx.catalog.get(id);
+    if (!card) throw notFound(`model '${id}' not found`);
+    const caps = resolveCapabilities(card);
+    return c.json(showEntry(
+      card,
+      capabilities(card, {
+        tools: caps.supports_tool_calling,
+        vision: caps.supports_image_input,
+        thinking: caps.supports_thinking,
+      }),
+      new Date(),
+    ));
+  })
+  .post("/ollama/api/generate", async (c) => {
+    const { raw, body } = await readJsonWithRaw(c, OllamaGenerateRequest);
+    if (body.raw) throw badRequest("raw is not supported: the model's own template always applies", "raw");
+    if (body.suffix) throw badRequest("suffix (fill-in-the-middle) is not supported", "suffix");
+    if (!body.prompt && !body.images?.length) {
+      // Ollama answers an empty prompt by loading the model; a placed model is always loaded, so only the
+      // lookup's answer (404 unknown, 503 not ready) is left to give.
+      const ctx = c.var.node;
+      const r = resolveTarget(ctx.log.state, body.model, ctx.nodeId);
+      if (!r.ok) throw new ApiError(r.status, r.message);
+      return c.json({
+        model: body.model,
+        created_at: new Date().toISOString(),
+        response: "",
+        done: true,
+        done_reason: "load",
+      });
+    }
+    return await generation(
+      c,
+      "generate",
+      raw,
+      body,
+      generateToEngine(body, c.var.node.config.maxOutputTokens),
+    );
+  })
+  .post("/ollama/api/embed", async (c) => {
+    const { raw, body } = await readJsonWithRaw(c, OllamaEmbedRequest);
+    if (body.dimensions !== undefined) {
+      throw badRequest(
+        "dimensions is not supported: embedding models return their native size",
+        "dimensions",
+      );
+    }
+    const t0 = performance.now();
+    const out = await embed(c, body.model, body.input, raw);
+    if (out instanceof Response) return out;
+    return c.json({
+      model: body.model,
+      embeddings: out.embeddings,
+      total_duration: Math.round((performance.now() - t0) * 1e6),
+      load_duration: 0,
+      prompt_eval_count: out.promptTokens,
+    });
+  })
+  .post("/ollama/api/embeddings", async (c) => {
+    const { raw, body } = await readJsonWithRaw(c, OllamaEmbeddingsRequest);
+    const out = await embed(c, body.model, body.prompt, raw);
+    if (out instanceof Response) return out;
+    return c.json({ embedding: out.embeddings[0] ?? [] });
+  });
+
+for (const path of TAGS_PATHS) {
+  ollamaRoutes.get(path, (c) => {
+    const ctx = c.var.node;
+    const state = ctx.log.state;
+    const ids = new Set<string>();
+    // Downloaded somewhere, a local file, or placed: every model a client could name here.
+    for (const p of Object.values(state.downloads).flat()) {
+      if ("DownloadCompleted" in p) ids.add(downloadModelId(p));
+    }
+    for (const card of ctx.catalog.all()) if (card.gguf_path !== undefined) ids.add(card.model_id);
+    for (const i of Object.values(state.instances)) ids.add(instanceBody(i).shardAssignments.modelId);
+    const now = new Date();
+    return c.json({ models: [...ids].sort().map((id) => tagEntry(id, ctx.catalog.get(id), now)) });
+  });
+}
+for (const path of CHAT_PATHS) {
+  ollamaRoutes.post(path, async (c) => {
+    const { raw, body } = await readJsonWithRaw(c, OllamaChatRequest);
+    return await generation(c, "chat", raw, body, chatToEngine(body, c.var.node.config.maxOutputTokens));
+  });
+}
+
+ollamaRoutes.onError((err, c) => {
+  const known = toApiError(err);
+  if (known) {
+    if (known.opts.retryAfter !== undefined) c.header("Retry-After", String(known.opts.retryAfter));
+    return c.json(ollamaError(known.message), known.status);
+  }
+  log.error("unhandled error on {path} (request {requestId}): {error}", {
+    path: c.req.path,
+    requestId: c.var.requestId,
+    error: (err as Error).stack ?? String(err),
+  });
+  return c.json(ollamaError(`internal error (request id ${c.var.requestId}); see the node's log`), 500);
+});
