@@ -4,7 +4,7 @@
  */
 import OpenAI from "openai";
 import { afterAll, describe, expect, it } from "vitest";
-import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
+import { allVoters, json, oneMaster, waitFor } from "../helpers/multinode.ts";
 import { tinyModel } from "../helpers/models.ts";
 import {
   llamaNodes,
@@ -72,7 +72,9 @@ describe("serving across the cluster", () => {
     expect(streamed.trimEnd().endsWith("data: [DONE]")).toBe(true);
     for (const u of urls) expect((await chat(u)).length).toBeGreaterThan(0);
 
-    // The master dies; the instance on b keeps serving, through b and through c, under the new master.
+    // The master dies; the instance on b keeps serving, through b and through c, under the new master. Only
+    // once all three vote can two of them elect one (a node votes once it has caught up: docs/cluster.md).
+    await allVoters(urls);
     await a.kill();
     const newMaster = await oneMaster([b.url, c.url]);
     expect([b.nodeId, c.nodeId]).toContain(newMaster);
