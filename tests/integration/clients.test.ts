@@ -5,8 +5,9 @@
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
+import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
+import { engineBusy, enginePort, WEATHER } from "../helpers/engine-probe.ts";
 import { placeReady } from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/tiny-tools";
@@ -16,22 +17,6 @@ const LONG = 300_000;
  * Arguments a random-weight model can only fill in validly when the grammar holds it to the schema. Bounded
  * values keep a forced call short (the grammar still allows some whitespace), well inside max_tokens.
  */
-const WEATHER = {
-  type: "function" as const,
-  function: {
-    name: "get_weather",
-    description: "Current weather for a city",
-    parameters: {
-      type: "object",
-      properties: {
-        city: { type: "string", enum: ["Paris", "Oslo"] },
-        days: { type: "integer", minimum: 1, maximum: 7 },
-      },
-      required: ["city", "days"],
-      additionalProperties: false,
-    },
-  },
-};
 const TIME = {
   type: "function" as const,
   function: {
@@ -45,30 +30,6 @@ const TIME = {
     },
   },
 };
-
-/** The loopback port of the node's llama-server, from its engine-process table. */
-async function enginePort(node: Daemon): Promise<number> {
-  const r = await skulk([
-    "sql",
-    "--data-dir",
-    node.dataDir,
-    "--json",
-    "SELECT port FROM engine_processes WHERE kind = 'llama-server'",
-  ]);
-  return Number((JSON.parse(r.stdout) as { port: number }[])[0].port);
-}
-
-/** Polls the engine's slots until one is (or none is) generating; false when that never happened. */
-async function engineBusy(port: number, want: boolean): Promise<boolean> {
-  for (let i = 0; i < 400; i++) {
-    const slots = await (await fetch(`http://127.0.0.1:${port}/slots`)).json() as {
-      is_processing: boolean;
-    }[];
-    if (slots.some((s) => s.is_processing) === want) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
 
 function expectWeatherArgs(json: string) {
   const args = JSON.parse(json);

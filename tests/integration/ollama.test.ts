@@ -6,6 +6,7 @@ import { Ollama } from "ollama";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
+import { engineBusy, enginePort, WEATHER } from "../helpers/engine-probe.ts";
 import {
   localCardWire,
   placeReady,
@@ -17,47 +18,6 @@ import {
 
 const MODEL = "skulk-test/tiny-tools";
 const LONG = 300_000;
-
-const WEATHER = {
-  type: "function",
-  function: {
-    name: "get_weather",
-    description: "Current weather for a city",
-    parameters: {
-      type: "object",
-      properties: {
-        city: { type: "string", enum: ["Paris", "Oslo"] },
-        days: { type: "integer", minimum: 1, maximum: 7 },
-      },
-      required: ["city", "days"],
-      additionalProperties: false,
-    },
-  },
-};
-
-/** The loopback port of the node's llama-server, from its engine-process table. */
-async function enginePort(node: Daemon): Promise<number> {
-  const r = await skulk([
-    "sql",
-    "--data-dir",
-    node.dataDir,
-    "--json",
-    "SELECT port FROM engine_processes WHERE kind = 'llama-server'",
-  ]);
-  return Number((JSON.parse(r.stdout) as { port: number }[])[0].port);
-}
-
-/** Polls the engine's slots until one is (or none is) generating; false when that never happened. */
-async function engineBusy(port: number, want: boolean): Promise<boolean> {
-  for (let i = 0; i < 400; i++) {
-    const slots = await (await fetch(`http://127.0.0.1:${port}/slots`)).json() as {
-      is_processing: boolean;
-    }[];
-    if (slots.some((s) => s.is_processing) === want) return true;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return false;
-}
 
 describe("Ollama API through a real engine", () => {
   let node: Daemon;
