@@ -30,7 +30,7 @@ import { VERSION } from "../../version.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw, toApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
-import { admit, callEngine, chatGeneration, engineError, engineFailure, route } from "./openai.ts";
+import { admit, chatGeneration, localEmbeddings, route } from "./openai.ts";
 
 const log = logger("ollama");
 
@@ -156,17 +156,7 @@ async function embed(c: Context<ApiEnv>, model: string, input: string | string[]
   }
   const routed = await route(c, model, raw);
   if ("remote" in routed) return routed.remote;
-  const { baseUrl, target } = routed.local;
-  const abort = new AbortController();
-  c.req.raw.signal.addEventListener("abort", () => abort.abort());
-  let res: Response;
-  try {
-    res = await callEngine(baseUrl, "/v1/embeddings", { model, input }, abort);
-  } catch (e) {
-    throw new ApiError(503, engineFailure(ctx, target, e));
-  }
-  if (!res.ok) throw await engineError(res);
-  const out = await res.json() as {
+  const out = await localEmbeddings(c, routed.local, { model, input }) as {
     data: { index: number; embedding: number[] }[];
     usage?: { prompt_tokens?: number };
   };

@@ -458,6 +458,24 @@ export async function chatGeneration(
   }
 }
 
+/** The local engine's `/v1/embeddings` answer to `body`, parsed; cancelled when the client goes. */
+export async function localEmbeddings(
+  c: Context<ApiEnv>,
+  local: Local,
+  body: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const abort = new AbortController();
+  c.req.raw.signal.addEventListener("abort", () => abort.abort());
+  let res: Response;
+  try {
+    res = await callEngine(local.baseUrl, "/v1/embeddings", body, abort);
+  } catch (e) {
+    throw new ApiError(503, engineFailure(c.var.node, local.target, e));
+  }
+  if (!res.ok) throw await engineError(res);
+  return await res.json() as Record<string, unknown>;
+}
+
 export const openaiRoutes = new Hono<ApiEnv>()
   .post("/v1/chat/completions", async (c) => {
     const ctx = c.var.node;
@@ -560,17 +578,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     }
     const routed = await route(c, body.model, raw);
     if ("remote" in routed) return routed.remote;
-    const { baseUrl, target } = routed.local;
-    const abort = new AbortController();
-    c.req.raw.signal.addEventListener("abort", () => abort.abort());
-    let res: Response;
-    try {
-      res = await callEngine(baseUrl, "/v1/embeddings", body, abort);
-    } catch (e) {
-      throw new ApiError(503, engineFailure(ctx, target, e));
-    }
-    if (!res.ok) throw await engineError(res);
-    const out = await res.json() as Record<string, unknown>;
+    const out = await localEmbeddings(c, routed.local, body);
     return c.json({ ...out, model: body.model });
   })
   .post("/v1/cancel/:command_id", async (c) => {
