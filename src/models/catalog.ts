@@ -6,6 +6,7 @@ import { parse as parseToml } from "smol-toml";
 import { BUNDLED_CARDS } from "../generated/cards.gen.ts";
 import { type ModelCard, ModelCardSchema } from "./card.ts";
 import { resolveCapabilities, type ResolvedCapabilities } from "./capabilities.ts";
+import { servability } from "../placement/capabilities.ts";
 
 export interface CardLoadError {
   path: string;
@@ -88,6 +89,28 @@ export interface ModelListEntry {
   tooling: ModelCard["tooling"] | null;
   runtime: ModelCard["runtime"] | null;
   resolved_capabilities: ResolvedCapabilities;
+  /** Ours: how this build's runners serve the card (the capability table), for the store's "runs here" filter. */
+  serving: ModelServing;
+}
+
+/**
+ * The runner and card backend tags that serve a model (a node must offer one tag's compute, and advertise
+ * `node_tag` when set), or why none of our runners can.
+ */
+export type ModelServing =
+  | { ok: true; runner: string; backends: string[]; backend_preference: string[]; node_tag: string | null }
+  | { ok: false; reason: string };
+
+function modelServing(card: ModelCard): ModelServing {
+  const s = servability(card);
+  if (!s.ok) return { ok: false, reason: s.reason };
+  return {
+    ok: true,
+    runner: s.runner,
+    backends: s.tags,
+    backend_preference: card.placement.backend_preference,
+    node_tag: s.nodeTag ?? null,
+  };
 }
 
 export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntry {
@@ -136,5 +159,6 @@ export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntr
     tooling: card.tooling ?? null,
     runtime: card.runtime ?? null,
     resolved_capabilities: caps,
+    serving: modelServing(card),
   };
 }

@@ -202,6 +202,16 @@ export function preferenceScore(preference: string[], tag: string | null): numbe
   return i < 0 ? 0 : preference.length - i;
 }
 
+/** The computes a node's engine builds offer, from the backend tags it advertises; cpu when it reports none. */
+export function nodeComputes(backends: readonly string[] | null | undefined): string[] {
+  const out = new Set<string>();
+  for (const b of backends ?? []) {
+    const c = b.includes("-") ? b.split("-").at(-1)! : b;
+    if ((COMPUTES as readonly string[]).includes(c)) out.add(c);
+  }
+  return out.size ? [...out] : ["cpu"];
+}
+
 /** The computes a card can use through the given tags, for messages. */
 export function computesOf(tags: string[]): string[] {
   return [...new Set(tags.map((t) => computeOf(t) ?? "any"))];

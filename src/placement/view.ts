@@ -9,7 +9,7 @@ import type { ClusterState } from "../cluster/state.ts";
 import type { TelemetryEntry } from "../cluster/telemetry.ts";
 import { parseCard } from "../models/card.ts";
 import type { NodeReading } from "../telemetry/reading.ts";
-import { COMPUTES } from "./capabilities.ts";
+import { nodeComputes } from "./capabilities.ts";
 import {
   admissionTokens,
   GPU_VRAM_WORKING_SET_FRACTION,
@@ -79,11 +79,6 @@ function isRoutableIpv4(ip: string): boolean {
 function isVpnAddress(ip: string): boolean {
   const m = /^100\.(\d+)\./.exec(ip);
   return m !== null && Number(m[1]) >= 64 && Number(m[1]) <= 127;
-}
-
-function normalizeCompute(backend: string): string | null {
-  const c = backend.includes("-") ? backend.split("-").at(-1)! : backend;
-  return (COMPUTES as readonly string[]).includes(c) ? c : null;
 }
 
 /** Usable memory (§4.2): accelerator VRAM when the build can use the GPU, UMA spill for APUs, else capped RAM. */
@@ -203,10 +198,7 @@ export function buildClusterView(
   }
   const nodes: NodeView[] = telemetry.map(([nodeId, entry]) => {
     const r = entry.reading;
-    const computes = r.engine
-      ? [...new Set(r.engine.backends.map(normalizeCompute).filter((c): c is string => c !== null))]
-      : ["cpu"];
-    if (computes.length === 0) computes.push("cpu");
+    const computes = nodeComputes(r.engine?.backends);
     const { usable: measured, kind } = usableMemory(r, computes);
     // A node lending at most `memoryLimit` reports RAM capped at it, which stays flat while its engines
     // load: what they hold is taken from the limit here, so a second model is never booked onto it.

@@ -33,6 +33,8 @@ export interface NodeSpec {
   /** Milliseconds since we last heard from it. */
   silentMs?: number;
   noMemory?: boolean;
+  /** `identity.osVersion`'s system (default linux). */
+  os?: string;
 }
 
 export function reading(s: NodeSpec): NodeReading {
@@ -59,7 +61,7 @@ export function reading(s: NodeSpec): NodeReading {
       modelId: "linux-x86_64",
       chipId: "x86_64",
       friendlyName: s.id,
-      osVersion: "linux",
+      osVersion: s.os ?? "linux",
       osBuildVersion: "",
       skulkVersion: "0.1.0",
       skulkCommit: "",

@@ -172,6 +172,41 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
     }
   });
 
+  it("shows only what this Linux cluster can run by default, and says why the rest cannot run", async () => {
+    const page = await browser.page({ width: 1280, height: 1000 });
+    try {
+      await page.goto(`${node.url}/model-store`);
+      const runs = page.getByRole("checkbox", { name: "Runs on this cluster" });
+      await page.locator(".model-card").first().waitFor();
+      // This node runs Linux, so the filter starts on.
+      await waitInPage(page, `document.querySelector(".hidden-note") !== null`);
+      await expect(runs.isChecked()).resolves.toBe(true);
+      await page.getByRole("searchbox", { name: "Search" }).fill("Qwen3-0.6B");
+      const gguf = page.locator('[data-model-id="Qwen/Qwen3-0.6B-GGUF"]');
+      const mlx = page.locator('[data-model-id="mlx-community/Qwen3-0.6B-4bit"]');
+      await gguf.waitFor();
+      await expect(mlx.count()).resolves.toBe(0);
+      await expect(gguf.getByText("cannot run here").count()).resolves.toBe(0);
+      const note = page.getByRole("status").filter({ hasText: "Hiding" });
+      await expect(note.textContent()).resolves.toMatch(
+        /Hiding 2 models this cluster cannot run \(2 need a runner/,
+      );
+      // Cleared, the MLX cards come back marked, each with the capability table's reason.
+      await runs.uncheck();
+      await mlx.waitFor();
+      await expect(page.locator('[data-model-id^="mlx-community/Qwen3-0.6B-"]').count()).resolves.toBe(2);
+      await expect(mlx.getByText("cannot run here").count()).resolves.toBe(1);
+      await expect(mlx.locator(".model-why").textContent()).resolves.toMatch(
+        /lists only mlx backends; MLX cards need an MLX runner, which Linux nodes lack/,
+      );
+      await expect(gguf.getByText("cannot run here").count()).resolves.toBe(0);
+      await expect(page.getByRole("status").filter({ hasText: "Hiding" }).count()).resolves.toBe(0);
+      await shot(page, "model-store-runs-here");
+    } finally {
+      await page.close();
+    }
+  });
+
   it("launches a model from the store and watches it become ready", async (ctx) => {
     if (!(await hasRoute(node.url, "POST", "/place_instance"))) {
       console.warn(

@@ -26,6 +26,7 @@ import {
 } from "../format.ts";
 import type { Live } from "../api.ts";
 import { freeMemory, nodeName } from "../nodes.ts";
+import { linuxOnly, type Runnable, runnableHere } from "../runnable.ts";
 import { Badge, Empty, Meter, Notice, Select } from "../ui.tsx";
 
 const PAGE = 24;
@@ -308,6 +309,8 @@ export function StoreView(props: { live: Live }) {
   const [size, setSize] = useState("");
   const [cap, setCap] = useState("");
   const [fits, setFits] = useState(false);
+  // null: follow the default, on when every node runs Linux (no MLX card can run there).
+  const [runsHere, setRunsHere] = useState<boolean | null>(null);
   const [selected, setSelected] = useState<ModelListEntry | null>(null);
   const [attempt, setAttempt] = useState(0);
   const [limit, setLimit] = useState(PAGE);
@@ -319,6 +322,12 @@ export function StoreView(props: { live: Live }) {
   const s = props.live.state;
   const free = s ? freeMemory(s) : 0;
   const families = models ? [...new Set(models.map((m) => m.family).filter(Boolean))].sort() : [];
+  const runsFilter = runsHere ?? (s !== null && linuxOnly(s));
+  const verdicts = new Map<string, Runnable>(
+    s ? (models ?? []).map((m) => [m.id, runnableHere(m, s)]) : [],
+  );
+  let hidden = 0;
+  let hiddenForRunner = 0;
   const shown = (models ?? []).filter((m) => {
     const text = `${m.id} ${m.family} ${m.quantization} ${m.base_model}`.toLowerCase();
     if (q && !q.toLowerCase().split(/\s+/).every((w) => text.includes(w))) return false;
@@ -327,6 +336,12 @@ export function StoreView(props: { live: Live }) {
     const c = CAPABILITIES.find((c) => c.id === cap);
     if (c && !c.has(m)) return false;
     if (fits && m.storage_size_megabytes * 1e6 > free) return false;
+    const verdict = verdicts.get(m.id);
+    if (runsFilter && verdict && !verdict.ok) {
+      hidden++;
+      if (verdict.runner) hiddenForRunner++;
+      return false;
+    }
     return true;
   }).sort((a, b) => a.storage_size_megabytes - b.storage_size_megabytes);
   const val = (e: Event) => (e.target as HTMLInputElement).value;
@@ -377,7 +392,26 @@ export function StoreView(props: { live: Live }) {
             />{" "}
             Fits this cluster
           </label>
+          <label
+            class="check"
+            title="Only models a runner on this cluster's nodes serves (the capability table)"
+          >
+            <input
+              type="checkbox"
+              checked={runsFilter}
+              onChange={(e: Event) => setRunsHere((e.target as HTMLInputElement).checked)}
+            />{" "}
+            Runs on this cluster
+          </label>
         </form>
+        {hidden > 0 && (
+          <p class="muted small hidden-note" role="status">
+            Hiding {hidden} {hidden === 1 ? "model" : "models"} this cluster cannot run
+            {hiddenForRunner > 0 &&
+              ` (${hiddenForRunner} need a runner these nodes lack, such as MLX)`}
+            . Clear "Runs on this cluster" to see them and why.
+          </p>
+        )}
         {error && (
           <Notice tone="error" onRetry={() => setAttempt((a) => a + 1)}>
             Could not read the catalogue: {error}
@@ -388,6 +422,8 @@ export function StoreView(props: { live: Live }) {
           {shown.slice(0, limit).map((m) => {
             const sizeB = m.storage_size_megabytes * 1e6;
             const tooBig = s !== null && sizeB > free;
+            const verdict = verdicts.get(m.id);
+            const cannot = verdict && !verdict.ok ? verdict.reason : null;
             return (
               <li key={m.id} class="card model-card" data-model-id={m.id}>
                 <div class="model-top">
@@ -402,10 +438,13 @@ export function StoreView(props: { live: Live }) {
                     <strong>{bytes(sizeB)}</strong>
                   </span>
                   {m.context_length > 0 && <span>{(m.context_length / 1024).toFixed(0)}K context</span>}
-                  {tooBig
+                  {cannot
+                    ? <Badge tone="warn">cannot run here</Badge>
+                    : tooBig
                     ? <Badge tone="warn">larger than free memory</Badge>
                     : s && <Badge tone="ok">fits</Badge>}
                 </div>
+                {cannot && <p class="muted small model-why">{cannot}</p>}
                 <div class="tags">{m.tags.map((t) => <span key={t} class="tag">{t}</span>)}</div>
                 <button
                   type="button"
