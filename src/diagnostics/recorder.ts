@@ -53,9 +53,9 @@ export interface FlightPort {
 }
 
 /** Bounds per entry, so the ring's memory is its size times a known maximum (docs/observability.md). */
-export const DETAIL_CHARS = 2000;
-export const TAIL_LINES = 20;
-export const TAIL_LINE_CHARS = 400;
+export const DETAIL_CHARS = 1000;
+export const TAIL_LINES = 15;
+export const TAIL_LINE_CHARS = 300;
 export const ATTRS = 16;
 export const ATTR_CHARS = 200;
 const ID_CHARS = 200;

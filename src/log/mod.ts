@@ -66,6 +66,8 @@ export interface IngestOptions {
 }
 
 export interface LogOutputs {
+  /** False: no stderr sink (tests that configure logging twice: disposing closes stderr's stream). */
+  stderr?: boolean;
   file?: LogFileOptions | null;
   ingest?: IngestOptions | null;
 }
@@ -111,17 +113,22 @@ export async function setupLogging(
       },
     })
     : null;
-  const sinks: Record<string, Sink> = {
-    stderr: getStreamSink(Deno.stderr.writable, {
+  const sinks: Record<string, Sink> = {};
+  if (outputs.stderr !== false) {
+    sinks.stderr = getStreamSink(Deno.stderr.writable, {
       formatter: json ? jsonLine : getAnsiColorFormatter({ value: "bare" }),
-    }),
-  };
+    });
+  }
   if (file) {
     Deno.mkdirSync(file.path.replace(/\/[^/]*$/, ""), { recursive: true });
     sinks.file = getRotatingFileSink(file.path, {
       formatter: jsonLine,
       maxSize: file.maxBytes,
-      maxFiles: file.files,
+      // logtape counts the rotated files only.
+      maxFiles: file.files - 1,
+      // A file exceeds its bound only by a write larger than the room left: writes stay a quarter of it.
+      bufferSize: Math.min(8192, Math.floor(file.maxBytes / 4)),
+      flushInterval: 1000,
     });
   }
   if (shipper) sinks.ship = shipSink(shipper);
@@ -131,7 +138,7 @@ export async function setupLogging(
     contextLocalStorage: new AsyncLocalStorage<Record<string, unknown>>(),
     loggers: [
       { category: ["skulk"], lowestLevel: level, sinks: Object.keys(sinks) },
-      { category: ["logtape", "meta"], lowestLevel: "warning", sinks: ["stderr"] },
+      { category: ["logtape", "meta"], lowestLevel: "warning", sinks: sinks.stderr ? ["stderr"] : [] },
     ],
   });
 }

@@ -20,7 +20,10 @@ export interface ShipperOptions {
   format: IngestFormat;
   /** Sent as `Authorization: Bearer`; never logged, never in a stat or an error. */
   token: string | null;
-  /** Lines held at most while the store is slow or down; past it the oldest are dropped (and counted). */
+  /**
+   * Lines held at most while the store is slow or down (plus the one batch being sent); past it the oldest
+   * are dropped (and counted).
+   */
   bufferLines: number;
   batchLines: number;
   /** How often a partial batch is sent. */
@@ -128,6 +131,8 @@ export class Shipper {
   #sending: Promise<void> | null = null;
   #retryAt = 0;
   #closed = false;
+  /** Lines of the batch being sent: still held (they go back to the front if the send fails). */
+  #inFlight = 0;
 
   constructor(o: ShipperOptions) {
     this.#o = { backoffBaseMs: 500, backoffMaxMs: 30_000, timeoutMs: 10_000, ...o };
@@ -155,7 +160,7 @@ export class Shipper {
       shipped: this.#shipped,
       dropped: this.#dropped,
       rejected: this.#rejected,
-      buffered: this.#queue.length,
+      buffered: this.#queue.length + this.#inFlight,
       bufferLines: this.#o.bufferLines,
       failuresInARow: this.#failures,
       lastError: this.#lastError,
@@ -172,7 +177,8 @@ export class Shipper {
   async #sendBatches(): Promise<void> {
     while (this.#queue.length > 0 && Date.now() >= this.#retryAt) {
       const batch = this.#queue.take(this.#o.batchLines);
-      const ok = await this.#send(batch);
+      this.#inFlight = batch.length;
+      const ok = await this.#send(batch).finally(() => (this.#inFlight = 0));
       if (!ok) return;
       if (this.#queue.length < this.#o.batchLines && !this.#closed) return; // the timer sends the rest
     }
@@ -210,11 +216,12 @@ export class Shipper {
     } catch (e) {
       error = `the log store is unreachable: ${(e as Error).message.split("\n")[0]}`;
     }
-    // Back at the front, so order is kept; the oldest go first if the buffer filled meanwhile.
-    const room = Math.max(0, this.#o.bufferLines - this.#queue.length);
-    const kept = batch.slice(batch.length - Math.min(room, batch.length));
-    this.#dropped += batch.length - kept.length;
-    this.#queue.unshiftAll(kept);
+    // Back at the front, so order is kept; if the buffer filled meanwhile, the oldest lines go first.
+    this.#queue.unshiftAll(batch);
+    while (this.#queue.length > this.#o.bufferLines) {
+      this.#queue.shift();
+      this.#dropped++;
+    }
     if (this.#failures === 0) this.#o.onStateChange?.(false, error);
     this.#failures++;
     this.#lastError = error;
