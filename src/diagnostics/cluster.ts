@@ -3,6 +3,7 @@
  * against its shape; a node that does not answer is named with its error, the rest still answered.
  */
 import type { z } from "zod";
+import { PeerError } from "../cluster/peers.ts";
 import type { NodeContext } from "../node/context.ts";
 import { capture, nodeDiagnostics, runnerSynopses } from "./node.ts";
 import { type FlightEntry, mergeTimelines } from "./recorder.ts";
@@ -23,6 +24,14 @@ export class UnknownNode extends Error {
   constructor(nodeId: string) {
     super(`no node ${nodeId} in this cluster`);
     this.name = "UnknownNode";
+  }
+}
+
+/** The other node answered that what was asked of it does not exist there (a runner it does not run). */
+export class NotOnNode extends Error {
+  constructor(readonly nodeId: string, reason: string) {
+    super(`node ${nodeId}: ${reason}`);
+    this.name = "NotOnNode";
   }
 }
 
@@ -73,6 +82,9 @@ async function ask<S extends z.ZodType>(
   try {
     answer = await ctx.cluster.call(nodeId, "diagnostics", req, timeoutMs);
   } catch (e) {
+    if (e instanceof PeerError && e.status === 404) {
+      throw new NotOnNode(nodeId, /"message":"([^"]*)"/.exec(e.message)?.[1] ?? "not found");
+    }
     throw new NodeUnreachable(nodeId, (e as Error).message);
   }
   const parsed = schema.safeParse(answer);

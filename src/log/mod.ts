@@ -3,7 +3,6 @@
  * (or when asked), readable lines on a terminal; the same JSON lines to a rotating file and a log store.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
-import { getRotatingFileSink } from "@logtape/file";
 import {
   configure,
   getAnsiColorFormatter,
@@ -17,6 +16,7 @@ import {
   withContext,
 } from "@logtape/logtape";
 import { z } from "zod";
+import { RotatingFile } from "./file.ts";
 import { type IngestFormat, Shipper, type ShipStats } from "./ship.ts";
 
 export const LogLevelSchema = z.enum(["trace", "debug", "info", "warning", "error", "fatal"]);
@@ -120,16 +120,8 @@ export async function setupLogging(
     });
   }
   if (file) {
-    Deno.mkdirSync(file.path.replace(/\/[^/]*$/, ""), { recursive: true });
-    sinks.file = getRotatingFileSink(file.path, {
-      formatter: jsonLine,
-      maxSize: file.maxBytes,
-      // logtape counts the rotated files only.
-      maxFiles: file.files - 1,
-      // A file exceeds its bound only by a write larger than the room left: writes stay a quarter of it.
-      bufferSize: Math.min(8192, Math.floor(file.maxBytes / 4)),
-      flushInterval: 1000,
-    });
+    const f = new RotatingFile(file.path, file.maxBytes, file.files);
+    sinks.file = Object.assign((r: LogRecord) => f.write(jsonLine(r)), { [Symbol.dispose]: () => f.close() });
   }
   if (shipper) sinks.ship = shipSink(shipper);
   current = { file, shipper };

@@ -261,6 +261,21 @@ describe("diagnostics across a three-node cluster", () => {
         expect(ofB.placements.some((p) => p.instanceId === instanceId && p.localNodeIsPlacementNode)).toBe(
           true,
         );
+        const capB = await fetch(`${c.url}/v1/diagnostics/cluster/${b.nodeId}/capture`, {
+          method: "POST",
+          body: JSON.stringify({ sampleDurationSeconds: 1, logLines: 20 }),
+        });
+        const bundleB = CaptureSchema.parse(await capB.json());
+        expect(bundleB.nodeId).toBe(b.nodeId);
+        expect(bundleB.flightRecorder.some(isExit)).toBe(true);
+        const noRunner = await fetch(`${c.url}/v1/diagnostics/cluster/${b.nodeId}/capture`, {
+          method: "POST",
+          body: JSON.stringify({ runnerId: "no-such-runner" }),
+        });
+        expect(noRunner.status).toBe(404);
+        expect((await noRunner.json()).error.message).toBe(
+          `node ${b.nodeId}: no runner no-such-runner on this node`,
+        );
 
         // c goes down: a still answers, for itself and b, and names c.
         await running.splice(running.indexOf(c), 1)[0].kill();

@@ -50,6 +50,23 @@ describe("the log file", () => {
     Deno.removeSync(dir, { recursive: true });
   });
 
+  it("writes a quiet node's last line within a second, with no later line and no shutdown to push it out", async () => {
+    const dir = tempDir("skulk-logfile-");
+    const path = `${dir}/logs/skulk.log`;
+    await setupLogging("info", "json", { stderr: false, file: { path, maxBytes: 1024 * 1024, files: 2 } });
+    logger("test").info("the only line");
+    const t0 = Date.now();
+    await waitFor(
+      "the line in the file",
+      () => Deno.readTextFileSync(path).includes("the only line"),
+      5000,
+      20,
+    );
+    console.log(`a lone log line reached the file after ${Date.now() - t0} ms`);
+    expect(Date.now() - t0).toBeLessThan(2000);
+    Deno.removeSync(dir, { recursive: true });
+  });
+
   it("ships the same lines, with node and request ids, and sends what is buffered on dispose", async () => {
     const got: string[] = [];
     const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {

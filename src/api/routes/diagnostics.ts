@@ -11,6 +11,7 @@ import {
   diagnosticsOf,
   localAnswer,
   NodeUnreachable,
+  NotOnNode,
   UnknownNode,
 } from "../../diagnostics/cluster.ts";
 import { capture, nodeDiagnostics, UnknownRunner } from "../../diagnostics/node.ts";
@@ -136,7 +137,9 @@ function sinceParam(c: Context<ApiEnv>): number | undefined {
 
 /** Domain errors of the diagnostics to statuses. */
 function translated(e: unknown): never {
-  if (e instanceof UnknownNode || e instanceof UnknownRunner) throw notFound(e.message);
+  if (e instanceof UnknownNode || e instanceof UnknownRunner || e instanceof NotOnNode) {
+    throw notFound(e.message);
+  }
   if (e instanceof NodeUnreachable) throw new ApiError(503, e.message, { type: "node_unreachable" });
   throw e;
 }
