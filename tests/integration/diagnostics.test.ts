@@ -250,7 +250,19 @@ describe("diagnostics across a three-node cluster", () => {
         expect(later.timeline.length).toBeLessThanOrEqual(3);
         expect(later.timeline.every((e) => Date.parse(e.at) > since)).toBe(true);
 
-        const all = ClusterDiagnosticsSchema.parse(await json(`${c.url}/v1/diagnostics/cluster`));
+        const timed = async <T>(what: string, f: () => Promise<T>): Promise<T> => {
+          const t0 = performance.now();
+          const v = await f();
+          console.log(`${what}: ${Math.round(performance.now() - t0)} ms`);
+          return v;
+        };
+        await timed(
+          "timeline of 3 nodes asked of a follower",
+          () => json(`${c.url}/v1/diagnostics/cluster/timeline`),
+        );
+        const all = ClusterDiagnosticsSchema.parse(
+          await timed("diagnostics of 3 nodes", () => json(`${c.url}/v1/diagnostics/cluster`)),
+        );
         expect(all.nodes.map((n) => [n.nodeId, n.ok]).sort()).toEqual(
           [[a.nodeId, true], [b.nodeId, true], [c.nodeId, true]].sort(),
         );
@@ -279,7 +291,9 @@ describe("diagnostics across a three-node cluster", () => {
 
         // c goes down: a still answers, for itself and b, and names c.
         await running.splice(running.indexOf(c), 1)[0].kill();
-        const partial = ClusterDiagnosticsSchema.parse(await json(`${a.url}/v1/diagnostics/cluster`));
+        const partial = ClusterDiagnosticsSchema.parse(
+          await timed("diagnostics with one node down", () => json(`${a.url}/v1/diagnostics/cluster`)),
+        );
         const down = partial.nodes.find((n) => n.nodeId === c.nodeId)!;
         expect(down.ok).toBe(false);
         expect(down.error).toContain(c.nodeId);
