@@ -637,10 +637,11 @@ export const SETTINGS = {
   logIngestUrl: setting({
     key: "logging.ingest_url",
     env: "SKULK_LOGGING_INGEST_URL",
-    schema: z.string().trim().url("must be a URL (http://host:port[/path])").refine(
-      (u) => /^https?:$/.test(new URL(u).protocol) && !new URL(u).username && !new URL(u).password,
-      "must be http(s) without credentials (put a token in logging.ingest_token)",
-    ).nullable(),
+    schema: z.string().trim().refine((u) => {
+      // One check, so a value that is no URL at all never reaches `new URL` twice (it throws).
+      const url = URL.parse(u);
+      return url !== null && /^https?:$/.test(url.protocol) && !url.username && !url.password;
+    }, "must be an http(s) URL without credentials (put a token in logging.ingest_token)").nullable(),
     default: null,
     description:
       "ship log lines to this log store: VictoriaLogs `http://host:9428` (or its full `/insert/jsonline?...` URL), or Loki's base URL",
