@@ -131,6 +131,8 @@ export class Shipper {
   #sending: Promise<void> | null = null;
   #retryAt = 0;
   #closed = false;
+  /** Set by close: no request may run past it (a store that accepts and never answers must not hold a shutdown). */
+  #deadline = Infinity;
   /** Lines of the batch being sent: still held (they go back to the front if the send fails). */
   #inFlight = 0;
 
@@ -194,7 +196,7 @@ export class Shipper {
         method: "POST",
         headers,
         body,
-        signal: AbortSignal.timeout(this.#o.timeoutMs),
+        signal: AbortSignal.timeout(Math.max(1, Math.min(this.#o.timeoutMs, this.#deadline - Date.now()))),
       });
       await res.body?.cancel();
       if (res.ok) {
@@ -234,8 +236,16 @@ export class Shipper {
   async close(deadlineMs = 2000): Promise<void> {
     clearInterval(this.#timer);
     const end = Date.now() + deadlineMs;
-    await this.#sending;
+    this.#deadline = end;
     this.#closed = true;
+    // A send already under way had the ordinary timeout: it is waited for until the deadline only.
+    if (this.#sending) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), deadlineMs)));
+      const done = await Promise.race([this.#sending.then(() => "done" as const), late]);
+      clearTimeout(timer);
+      if (done === "late") return;
+    }
     this.#retryAt = 0;
     while (this.#queue.length > 0 && Date.now() < end) {
       const before = this.#queue.length;

@@ -176,6 +176,37 @@ describe("shipping", () => {
     });
   });
 
+  it("does not hold a shutdown longer than its deadline when the store accepts and never answers", async () => {
+    // A listener that takes the connection and never answers.
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const held: Deno.Conn[] = [];
+    void (async () => {
+      for await (const conn of listener) held.push(conn);
+    })();
+    const shipper = new Shipper({
+      url: `http://127.0.0.1:${listener.addr.port}`,
+      format: "victorialogs",
+      token: null,
+      bufferLines: 100,
+      batchLines: 1,
+      intervalMs: 10,
+      labels: () => ({}),
+    });
+    try {
+      shipper.push(line(1)); // a send starts at once (a full batch) and hangs
+      await waitFor("the connection", () => held.length > 0, 5000, 10);
+      shipper.push(line(2));
+      const t0 = performance.now();
+      await shipper.close(300);
+      const ms = performance.now() - t0;
+      expect(ms).toBeLessThan(2000);
+      expect(ms).toBeGreaterThanOrEqual(250);
+    } finally {
+      listener.close();
+      for (const c of held) c.close();
+    }
+  });
+
   it("keeps a full insert URL as given and adds the default path to a bare one", () => {
     expect(ingestUrl("http://vl:9428", "victorialogs")).toBe(
       "http://vl:9428/insert/jsonline?_stream_fields=nodeId,logger&_msg_field=msg&_time_field=ts",
