@@ -7,7 +7,7 @@ import { HTTPException } from "hono/http-exception";
 import { matchedRoutes } from "hono/route";
 import { Refused } from "../app/errors.ts";
 import { metricsOf, noteArrival, notedOf } from "../metrics/node.ts";
-import { logger } from "../log/mod.ts";
+import { logger, withLogContext } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { apiKeyAuth } from "./auth.ts";
 import type { ApiEnv } from "./env.ts";
@@ -33,6 +33,7 @@ import { stateRoutes } from "./routes/state.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
+import { diagnosticsRoutes } from "./routes/diagnostics.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -64,7 +65,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     c.set("node", node);
     noteArrival(c);
     const t0 = performance.now();
-    await next();
+    // Every line logged while the request is served carries its id (logtape's implicit context).
+    await withLogContext({ requestId: id }, next);
     const noted = notedOf(c);
     metrics.request({
       route: routeLabel(c),
@@ -117,6 +119,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", dashboardRoutes);
   app.route("/", downloadRoutes);
   app.route("/", metricsRoutes);
+  app.route("/", diagnosticsRoutes);
   extras.mount?.(app);
 
   app.notFound((c) =>

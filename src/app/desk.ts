@@ -8,6 +8,7 @@ import { Busy, NoMaster, toWire } from "./errors.ts";
 import { decideCreate, decideDelete, decidePlace, placementCard } from "./instances.ts";
 import { decideAddCard, decideDeleteCard } from "./models.ts";
 import type { DecidePorts } from "./ports.ts";
+import type { FlightPort } from "../diagnostics/recorder.ts";
 
 const log = logger("commands");
 
@@ -33,7 +34,7 @@ export class CommandDesk implements Desk {
   #tail: Promise<unknown> = Promise.resolve();
   #waiting = 0;
 
-  constructor(private readonly ports: DecidePorts) {}
+  constructor(private readonly ports: DecidePorts, private readonly flight?: FlightPort) {}
 
   /** Commands queued or being decided now. */
   get depth(): number {
@@ -71,9 +72,40 @@ export class CommandDesk implements Desk {
       // A card whose size is open is resolved from the hub (up to 10 s) before the command takes its turn,
       // so one slow hub does not hold every other command; in turn, the recorded facts are read back.
       if (command.kind === "place") await placementCard(this.ports, command.request.model_id);
-      return await this.#inTurn(() => this.#decideInTurn(command, expiresAt));
+      return await this.#noted(command, this.#inTurn(() => this.#decideInTurn(command, expiresAt)));
     } finally {
       this.#waiting--;
+    }
+  }
+
+  /** Placement decisions (placed, or refused with the reason) go to the flight recorder. */
+  async #noted(command: Command, decision: Promise<CommandResult>): Promise<CommandResult> {
+    if (!this.flight || (command.kind !== "place" && command.kind !== "create_instance")) return decision;
+    const modelId = command.kind === "place"
+      ? command.request.model_id
+      : Object.values(command.instance)[0].shardAssignments.modelId;
+    try {
+      const result = await decision;
+      this.flight.note({
+        source: "placement",
+        event: "placed",
+        detail: `${
+          command.kind === "place" ? "placed" : "created"
+        } instance ${result.instance_id} of ${modelId}`,
+        instanceId: result.instance_id,
+        modelId,
+        attrs: { command: command.kind, idx: result.idx },
+      });
+      return result;
+    } catch (e) {
+      this.flight.note({
+        source: "placement",
+        event: "refused",
+        detail: (e as Error).message,
+        modelId,
+        attrs: { command: command.kind, error: (e as Error).name },
+      });
+      throw e;
     }
   }
 

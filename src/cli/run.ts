@@ -4,6 +4,7 @@ import { joinConflict } from "../cluster/secret.ts";
 import { ConfigError, loadConfig } from "../config/load.ts";
 import { startNode } from "../daemon/node.ts";
 import { setupLogging } from "../log/mod.ts";
+import { logOutputsOf } from "../log/outputs.ts";
 import { daemonPlanes } from "../daemon/planes.ts";
 import { dispose } from "@logtape/logtape";
 import { restartHook } from "../daemon/restart.ts";
@@ -53,7 +54,7 @@ export function registerRun(program: Command): void {
       const { config, yamlPath } = loadConfig(flags);
       const conflict = config.join && joinConflict(config.join, config.namespace);
       if (conflict) throw new ConfigError([`cluster.join: ${conflict}`]);
-      await setupLogging(config.logLevel, config.logFormat);
+      await setupLogging(config.logLevel, config.logFormat, logOutputsOf(config));
       const node = await startNode({ config, configPath: yamlPath, planes: daemonPlanes(config) });
       const restart = restartHook(node, config.supervised);
       node.ctx.restart = restart.request;

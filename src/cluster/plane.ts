@@ -42,6 +42,7 @@ import {
   ReplayGuard,
   signedAnswerHeaders,
   signedHeaders,
+  type Verdict,
   verifyRequest,
 } from "./peers.ts";
 import { settleTrust } from "./secret.ts";
@@ -395,6 +396,12 @@ export class ClusterNode {
         master: d.session.master,
         clock: d.session.clock,
       });
+      this.ctx.flight?.note({
+        source: "election",
+        event: "new_master",
+        detail: `following master ${d.session.master} (session ${d.session.clock})`,
+        attrs: { master: d.session.master, clock: d.session.clock },
+      });
       this.session = d.session;
       this.#masterlessSince = null;
       this.#needsSync = true;
@@ -407,6 +414,12 @@ export class ClusterNode {
       }
     } else if (d.kind === "wait" && this.session && this.role === "follower") {
       log.info("master {master} is silent; electing a new one", { master: this.session.master });
+      this.ctx.flight?.note({
+        source: "election",
+        event: "master_lost",
+        detail: `master ${this.session.master} is silent; electing a new one`,
+        attrs: { master: this.session.master },
+      });
       this.session = null;
       this.#masterlessSince = now;
     } else if (d.kind === "wait" && this.#masterlessSince === null) this.#masterlessSince = now;
@@ -429,6 +442,14 @@ export class ClusterNode {
       log.info("a majority of the voting nodes backs this node: acting as master (session {clock})", {
         clock: this.session!.clock,
       });
+      this.ctx.flight?.note({
+        source: "election",
+        event: "became_master",
+        detail: `a majority of the voting nodes backs this node: acting as master (session ${
+          this.session!.clock
+        })`,
+        attrs: { master: this.ctx.nodeId, clock: this.session!.clock },
+      });
       this.#masterSince = now;
       this.#timingOut.clear();
       this.#commit.reset();
@@ -446,6 +467,11 @@ export class ClusterNode {
     } else {
       const why = this.#noMajority();
       log.warn("{why}: no longer acting as master", { why });
+      this.ctx.flight?.note({
+        source: "election",
+        event: "stepped_down",
+        detail: `${why}: no longer acting as master`,
+      });
       this.#commit.failAll(`${why}; retry in a moment`);
     }
   }
@@ -756,6 +782,16 @@ export class ClusterNode {
   }
 }
 
+/** A refused peer request in the flight recorder (once a minute per sender and reason, as it is logged). */
+function notePeerRefusal(ctx: NodeContext, headers: Headers, v: Exclude<Verdict, { ok: true }>): void {
+  ctx.flight?.note({
+    source: "peer",
+    event: "refused",
+    detail: v.message,
+    attrs: { from: headers.get("x-skulk-node"), reason: v.reason },
+  });
+}
+
 /** The daemon's cluster plane: keys, transport and discovery from the config, around one ClusterNode. */
 export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>): Plane<NodeContext> {
   let node: ClusterNode | null = null;
@@ -785,6 +821,7 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
           const v = await verifyRequest(key, me, req, Date.now(), guard);
           if (!v.ok && refusals.due(`${req.headers.get("x-skulk-node")}/${v.reason}`)) {
             log.warn("refused a peer: {why}", { why: v.message });
+            notePeerRefusal(ctx, req.headers, v);
           }
           return v;
         },
@@ -792,6 +829,7 @@ export function clusterPlane(config: Config, timings?: Partial<ClusterTimings>):
           const v = precheck(me, headers, Date.now());
           if (v && !v.ok && refusals.due(`${headers.get("x-skulk-node")}/${v.reason}`)) {
             log.warn("refused a peer: {why}", { why: v.message });
+            notePeerRefusal(ctx, headers, v);
           }
           return v;
         },

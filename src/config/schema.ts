@@ -9,6 +9,7 @@ import { decodeJoinToken, type JoinToken } from "../cluster/secret.ts";
 import { DEFAULT_RETRY } from "../downloads/retry.ts";
 import { LifelineModeSchema } from "../engines/lifeline.ts";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
+import { IngestFormatSchema } from "../log/ship.ts";
 
 const port = z.coerce.number().int().min(0, "must be between 0 (any free port) and 65535").max(
   65535,
@@ -602,6 +603,84 @@ export const SETTINGS = {
     default: null,
     defaultText: "`<cache-dir>/src/llama.cpp-*/models`",
     description: "where `skulk dev make-model` finds llama.cpp's `ggml-vocab-*.gguf` files",
+  }),
+  // Diagnostics and log outputs (docs/observability.md).
+  flightRecorderSize: setting({
+    key: "diagnostics.flight_recorder_size",
+    env: "SKULK_FLIGHT_RECORDER_SIZE",
+    schema: count.max(100_000, "must be at most 100000"),
+    default: 2000,
+    description: "control and runner events this node's flight recorder keeps (the timeline's ring)",
+  }),
+  logFile: setting({
+    key: "logging.file",
+    env: "SKULK_LOG_FILE",
+    schema: bool,
+    default: true,
+    description: "also write JSON log lines to `<data-dir>/logs/skulk.log`, rotated by size",
+  }),
+  logFileMaxBytes: setting({
+    key: "logging.file_max_bytes",
+    env: "SKULK_LOG_FILE_MAX_BYTES",
+    schema: byteSize,
+    default: 10 * 1024 * 1024,
+    defaultText: "10 MiB",
+    description: "the log file is rotated when a line would take it past this size",
+  }),
+  logFileCount: setting({
+    key: "logging.file_count",
+    env: "SKULK_LOG_FILE_COUNT",
+    schema: count.min(2, "must be at least 2 (the file and one rotated)"),
+    default: 5,
+    description: "log files kept in all: `skulk.log` and its rotations `skulk.log.1` (newest) onwards",
+  }),
+  logIngestUrl: setting({
+    key: "logging.ingest_url",
+    env: "SKULK_LOGGING_INGEST_URL",
+    schema: z.string().trim().refine((u) => {
+      // One check, so a value that is no URL at all never reaches `new URL` twice (it throws).
+      const url = URL.parse(u);
+      return url !== null && /^https?:$/.test(url.protocol) && !url.username && !url.password;
+    }, "must be an http(s) URL without credentials (put a token in logging.ingest_token)").nullable(),
+    default: null,
+    description:
+      "ship log lines to this log store: VictoriaLogs `http://host:9428` (or its full `/insert/jsonline?...` URL), or Loki's base URL",
+  }),
+  logIngestFormat: setting({
+    key: "logging.ingest_format",
+    env: "SKULK_LOGGING_INGEST_FORMAT",
+    schema: IngestFormatSchema,
+    default: "victorialogs" as const,
+    description: "`victorialogs` (JSON lines to `/insert/jsonline`) or `loki` (`/loki/api/v1/push`)",
+  }),
+  logIngestToken: setting({
+    key: "logging.ingest_token",
+    env: "SKULK_LOGGING_INGEST_TOKEN",
+    secret: true,
+    schema: nonEmpty.nullable(),
+    default: null,
+    description: "secret: sent to the log store as `Authorization: Bearer`; never logged or shown",
+  }),
+  logIngestBuffer: setting({
+    key: "logging.ingest_buffer_lines",
+    env: "SKULK_LOGGING_INGEST_BUFFER",
+    schema: count,
+    default: 10_000,
+    description: "lines held while the log store is slow or down; past it the oldest are dropped and counted",
+  }),
+  logIngestBatch: setting({
+    key: "logging.ingest_batch_lines",
+    env: "SKULK_LOGGING_INGEST_BATCH",
+    schema: count,
+    default: 500,
+    description: "lines per request to the log store",
+  }),
+  logIngestIntervalMs: setting({
+    key: "logging.ingest_interval_ms",
+    env: "SKULK_LOGGING_INGEST_INTERVAL_MS",
+    schema: count,
+    default: 1000,
+    description: "a partial batch is sent after this many milliseconds",
   }),
 } as const;
 

@@ -13,7 +13,10 @@ import type { Config } from "../config/schema.ts";
 import { backendTags, findEngines } from "../engines/discovery.ts";
 import { speechBackendTags } from "../engines/dispatch.ts";
 import { engineSettings } from "../engines/settings.ts";
-import { logger } from "../log/mod.ts";
+import { lineFields, logger } from "../log/mod.ts";
+import { FlightRecorder } from "../diagnostics/recorder.ts";
+import { registerDiagnosticsMetrics } from "../diagnostics/metrics.ts";
+import { metricsOf } from "../metrics/node.ts";
 import { Catalog } from "../models/catalog.ts";
 import { followCustomCardEvents, loadCustomCardsInto } from "../models/custom.ts";
 import type { NodeContext } from "../node/context.ts";
@@ -79,6 +82,7 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
     store = await openStore(config.dataDir);
     const identity = await loadOrCreateIdentity(config.dataDir);
     const nodeId = identity.nodeId;
+    lineFields.nodeId = nodeId;
     log.info("node {nodeId} ({friendlyName}) starting, Skulk {version}, data dir {dataDir}{fresh}", {
       nodeId,
       friendlyName: config.friendlyName,
@@ -106,8 +110,9 @@ export async function startNode(opts: StartOptions): Promise<RunningNode> {
         await eventLog.append(event);
       },
       whenCaughtUp: () => Promise.resolve(),
+      flight: new FlightRecorder(nodeId, config.flightRecorderSize),
     };
-    ctx.commands = new CommandDesk(decidePorts(ctx));
+    ctx.commands = new CommandDesk(decidePorts(ctx), ctx.flight);
     followClusterConfig(ctx);
     await loadCustomCardsInto(store.db, ctx.catalog);
     followCustomCardEvents(eventLog, store.db, ctx.catalog);
@@ -126,6 +131,7 @@ async function serve(
 ): Promise<RunningNode> {
   const { config } = ctx;
   const app = createApp(ctx, opts.extras);
+  registerDiagnosticsMetrics(metricsOf(ctx).registry, ctx.flight);
   const abort = new AbortController();
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {

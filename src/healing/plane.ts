@@ -128,6 +128,7 @@ export class Healer implements Plane<NodeContext> {
         model: card.model_id,
         reason: d.createReason,
       });
+      this.#note("replaced", d.createReason, lostId, card.model_id);
       this.#lineage.set(instanceBody(d.instance).instanceId, {
         attempts: d.placement.healAttempt,
         readySince: null,
@@ -185,6 +186,12 @@ export class Healer implements Plane<NodeContext> {
         failedId: step.failedId,
         reason: step.createReason,
       });
+      this.#note(
+        "relaunch",
+        step.createReason,
+        step.failedId,
+        instanceBody(step.instance).shardAssignments.modelId,
+      );
       await ctx.submit(
         makeEvent("InstanceCreated", {
           instance: step.instance,
@@ -229,6 +236,11 @@ export class Healer implements Plane<NodeContext> {
     return this.#ctx.commands ? this.#ctx.commands.serial(f) : f();
   }
 
+  /** A healing action in the flight recorder. */
+  #note(event: string, detail: string, instanceId: string, modelId: string | null): void {
+    this.#ctx.flight?.note({ source: "healing", event, detail, instanceId, modelId });
+  }
+
   #baseMs(): number {
     return this.#ctx.config.healRetryBase * 1000;
   }
@@ -237,6 +249,7 @@ export class Healer implements Plane<NodeContext> {
     const fields = { id: f.lostInstanceId, reason: f.reason };
     if (f.retryAt) log.warn("no place for lost instance {id}: {reason}", fields);
     else log.error("no place for lost instance {id}: {reason}", fields);
+    this.#note("unplaced", f.reason, f.lostInstanceId, null);
     await this.#ctx.submit(makeEvent("PlacementFailed", { ...f }));
   }
 
@@ -300,6 +313,12 @@ export class Healer implements Plane<NodeContext> {
       model: card.model_id,
       action: d.action,
     });
+    this.#note(
+      d.action,
+      `node ${r.nodeId} refused its shard: ${d.deleteReason}`,
+      r.instanceId,
+      card.model_id,
+    );
     await ctx.submit(makeEvent("InstanceDeleted", { instanceId: r.instanceId, reason: d.deleteReason }));
     if (d.action === "tear-down") return;
     this.#recovery.set(instanceBody(d.instance).instanceId, d.lineage);
@@ -326,6 +345,7 @@ export class Healer implements Plane<NodeContext> {
       reason: b.reason,
       action: d.action,
     });
+    this.#note(d.action, `instance broke (${b.reason})`, b.instanceId, card.model_id);
     if (d.deleteReason !== null) {
       await ctx.submit(makeEvent("InstanceDeleted", { instanceId: b.instanceId, reason: d.deleteReason }));
     }

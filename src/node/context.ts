@@ -8,6 +8,7 @@ import type { EventLog } from "../cluster/log.ts";
 import type { ClusterHandle } from "../cluster/handle.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
+import type { FlightRecorder } from "../diagnostics/recorder.ts";
 import type { DownloadManager } from "../downloads/manager.ts";
 import type { Catalog } from "../models/catalog.ts";
 import type { Store } from "../store/db.ts";
@@ -53,6 +54,8 @@ export interface NodeContext {
   cluster?: ClusterHandle;
   /** Set by the downloads plane: fetches model files onto this node (the worker calls `ensure` for driver shards). */
   downloads?: DownloadManager;
+  /** Set by the daemon: the flight recorder the planes note control and runner events in (diagnostics). */
+  flight?: FlightRecorder;
   /** Set by the daemon: begins a clean restart of this node's process. */
   restart?: () => boolean;
 }

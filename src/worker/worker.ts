@@ -120,6 +120,7 @@ export class Worker implements Plane<NodeContext> {
       abort: new AbortController(),
     };
     this.#runners.set(a.runnerId, runner);
+    this.#note(runner, "starting", `starting the ${runner.role} runner of instance ${a.instanceId}`);
     log.info("starting runner {runnerId} of instance {instanceId}", {
       runnerId: a.runnerId,
       instanceId: a.instanceId,
@@ -138,10 +139,25 @@ export class Worker implements Plane<NodeContext> {
     }
   }
 
+  /** A runner's phase change in the flight recorder. */
+  #note(runner: LocalRunner, event: string, detail: string): void {
+    this.#ctx.flight?.note({
+      source: "runner",
+      event,
+      detail,
+      phase: runner.phase,
+      runnerId: runner.runnerId,
+      instanceId: runner.instanceId,
+      modelId: runner.modelId,
+      attrs: { role: runner.role },
+    });
+  }
+
   async #fail(runner: LocalRunner, message: string): Promise<void> {
     runner.phase = "failed";
     runner.failure = message;
     runner.baseUrl = null;
+    this.#note(runner, "failed", message.split("\n")[0]);
     log.error("runner {runnerId} ({model}) failed: {message}", {
       runnerId: runner.runnerId,
       model: runner.modelId,
@@ -279,6 +295,17 @@ export class Worker implements Plane<NodeContext> {
     runner.engine = engine;
     engine.onDeath((reason, tail) => {
       release();
+      this.#ctx.flight?.note({
+        source: "engine",
+        event: "exit",
+        detail: `${engine.spec.kind} (pid ${engine.pid ?? "?"}): ${reason}`,
+        phase: phase(),
+        runnerId: runner.runnerId,
+        instanceId: runner.instanceId,
+        modelId: runner.modelId,
+        attrs: { kind: engine.spec.kind, expected: phase() === "stopping" },
+        logTail: tail,
+      });
       if (phase() === "stopping") return;
       void this.#fail(
         runner,
@@ -290,6 +317,19 @@ export class Worker implements Plane<NodeContext> {
     } catch (e) {
       release();
       if (phase() === "stopping") return;
+      if (e instanceof EngineFailed) {
+        this.#ctx.flight?.note({
+          source: "engine",
+          event: "start_failed",
+          detail: `${engine.spec.kind}: ${e.message.split("\n")[0]}`,
+          phase: phase(),
+          runnerId: runner.runnerId,
+          instanceId: runner.instanceId,
+          modelId: runner.modelId,
+          attrs: { kind: engine.spec.kind },
+          logTail: e.logTail,
+        });
+      }
       return this.#fail(
         runner,
         e instanceof EngineFailed
@@ -304,6 +344,7 @@ export class Worker implements Plane<NodeContext> {
   async #ready(runner: LocalRunner, port: number | null, what: string): Promise<void> {
     runner.baseUrl = port === null ? null : `http://127.0.0.1:${port}`;
     runner.phase = "ready";
+    this.#note(runner, "ready", what);
     log.info("runner {runnerId} {what}", { runnerId: runner.runnerId, what });
     await this.#status(runner.runnerId, { RunnerLoaded: {} });
     await this.#status(runner.runnerId, { RunnerReady: {} });
@@ -313,6 +354,7 @@ export class Worker implements Plane<NodeContext> {
     runner.phase = "stopping";
     runner.baseUrl = null;
     runner.abort.abort();
+    this.#note(runner, "stopping", reason);
     // Requests still streaming from this engine end with this, not a bare connection error.
     runner.failure ??=
       `the instance was stopped while serving (${reason}); a healed placement serves again shortly`;

@@ -67,19 +67,23 @@ const limit = bodyLimit({
   },
 });
 
-const PEER_ROUTES = new Set(PEER_PATHS.map((p) => `/cluster/peer/${p}`));
+/** The gate of the peer routes under `paths` (other route modules add their own peer routes with it). */
+export function peerGateFor(paths: readonly string[]): MiddlewareHandler<ApiEnv> {
+  const routes = new Set(paths.map((p) => `/cluster/peer/${p}`));
+  return (c, next) => {
+    if (c.req.method !== "POST" || !routes.has(c.req.path)) return next(); // unknown paths stay 404
+    const cluster = c.var.node.cluster;
+    if (!cluster) throw notFound("this node runs no cluster plane");
+    const early = cluster.precheck(c.req.raw.headers);
+    if (early && !early.ok) throw refuse(c, early);
+    return limit(c, next);
+  };
+}
 
-const peerGate: MiddlewareHandler<ApiEnv> = (c, next) => {
-  if (c.req.method !== "POST" || !PEER_ROUTES.has(c.req.path)) return next(); // unknown paths stay 404
-  const cluster = c.var.node.cluster;
-  if (!cluster) throw notFound("this node runs no cluster plane");
-  const early = cluster.precheck(c.req.raw.headers);
-  if (early && !early.ok) throw refuse(c, early);
-  return limit(c, next);
-};
+const peerGate = peerGateFor(PEER_PATHS);
 
 /** Verifies the signature over the (bounded) body, then parses it; a refusal is a 403 with its reason in a header. */
-async function peerBody<S extends z.ZodType>(
+export async function peerBody<S extends z.ZodType>(
   c: Context<ApiEnv>,
   schema: S,
 ): Promise<[ClusterHandle, z.infer<S>]> {
@@ -106,7 +110,12 @@ async function peerBody<S extends z.ZodType>(
 }
 
 /** A JSON answer signed for the request it answers, so the asking node knows it came from a member. */
-async function answer(c: Context<ApiEnv>, cluster: ClusterHandle, value: unknown, status: 200 | 409 = 200) {
+export async function answer(
+  c: Context<ApiEnv>,
+  cluster: ClusterHandle,
+  value: unknown,
+  status: 200 | 409 = 200,
+) {
   const bytes = new TextEncoder().encode(JSON.stringify(value));
   const headers = await cluster.signAnswer(c.req.header(H.signature) ?? "", bytes);
   return c.body(bytes, status, { ...headers, "content-type": "application/json" });
