@@ -33,6 +33,7 @@ import { stateRoutes } from "./routes/state.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
+import { extensionRoutes, observeChatResponses } from "./extensions.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -97,6 +98,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     );
   }
 
+  // Extensions see each chat answer as its client got it: this wraps whatever the chat routes return.
+  app.use("*", observeChatResponses);
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/", nodeRoutes);
   app.route("/", runnerRoutes);
@@ -117,6 +120,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", dashboardRoutes);
   app.route("/", downloadRoutes);
   app.route("/", metricsRoutes);
+  app.route("/", extensionRoutes);
   extras.mount?.(app);
 
   app.notFound((c) =>

@@ -126,6 +126,7 @@ async function serve(
 ): Promise<RunningNode> {
   const { config } = ctx;
   const app = createApp(ctx, opts.extras);
+  ctx.handle = async (req) => await app.fetch(req);
   const abort = new AbortController();
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
