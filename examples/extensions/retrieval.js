@@ -12,10 +12,10 @@
  *         top: 2
  *
  * The embedding model may not be placed yet when the node starts: documents are embedded on first use, and a
- * chat that cannot be embedded goes on without context (the error is logged and counted by Skulk).
+ * chat that cannot be embedded in time goes on without context (Skulk logs and counts the error or timeout).
  */
 
-/** @type {{ text: string, vector: number[] }[] | null} */
+/** @type {Promise<{ text: string, vector: number[] }[]> | null} */
 let index = null;
 
 /** @param {number[]} a @param {number[]} b */
@@ -54,12 +54,11 @@ export default {
     const top = typeof ctx.config.top === "number" ? ctx.config.top : 2;
     const question = textOf([...req.messages].reverse().find((m) => m.role === "user")?.content);
     if (!question) return undefined;
-    if (!index) {
-      const vectors = await ctx.embed(model, docs);
-      index = docs.map((text, i) => ({ text, vector: vectors[i] }));
-    }
-    const [q] = await ctx.embed(model, question);
-    const best = index
+    // Built once, shared by concurrent requests; a failed build is retried by the next request.
+    index ??= ctx.embed(model, docs).then((vectors) => docs.map((text, i) => ({ text, vector: vectors[i] })));
+    index.catch(() => (index = null));
+    const [docsIndex, [q]] = await Promise.all([index, ctx.embed(model, question)]);
+    const best = docsIndex
       .map((d) => ({ text: d.text, score: cosine(q, d.vector) }))
       .sort((a, b) => b.score - a.score)
       .slice(0, top);

@@ -117,7 +117,9 @@ export class ExtensionHost {
         this.#refuseResult(
           r,
           "onChatRequest",
-          `returned an unusable request (${shape.error.issues.map((i) => i.message).join("; ")}); ignored`,
+          `returned an unusable request (${
+            shape.error.issues.map((i) => `${i.path.join(".") || "request"}: ${i.message}`).join("; ")
+          }); ignored`,
         );
         continue;
       }
@@ -137,7 +139,9 @@ export class ExtensionHost {
       this.#stats.get(r)!.calls.onChatResponse++;
       const copy = structuredClone(req);
       const ctx = { ...r.ctx, chat };
-      const run = guarded(() => hook.call(r.ext, copy, { ...res }, ctx), this.opts.hookBudgetMs)
+      // On a later task: not even a hook's synchronous part runs on the caller's stack.
+      const run = new Promise((later) => setTimeout(later, 0))
+        .then(() => guarded(() => hook.call(r.ext, copy, { ...res }, ctx), this.opts.hookBudgetMs))
         .then((out) => void this.#judge(r, "onChatResponse", out, this.opts.hookBudgetMs));
       this.#pending.add(run);
       void run.finally(() => this.#pending.delete(run));
