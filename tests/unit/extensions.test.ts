@@ -4,6 +4,8 @@
  * folds of every chat API, and the tap's once-only report after the last byte.
  */
 import { afterAll, describe, expect, it } from "vitest";
+import { resolveConfig } from "../../src/config/load.ts";
+import { settingViews } from "../../src/config/edit.ts";
 import type { ChatRequest, ChatResponse } from "../../src/extensions/api.ts";
 import { errorText, guarded } from "../../src/extensions/guard.ts";
 import { checkExport, importModule, loadExtensions, moduleUrl } from "../../src/extensions/load.ts";
@@ -353,5 +355,45 @@ describe("tapResponse", () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(reports).toHaveLength(1);
     expect(reports[0].error).toMatch(/client went away/);
+  });
+});
+
+describe("settings", () => {
+  it("reads modules from skulk.yaml or SKULK_EXTENSIONS, per-extension config, the kill switch", () => {
+    const yaml = {
+      extensions: {
+        modules: ["/a.js", "npm:b@1"],
+        config: { a: { path: "/tmp/x", n: 2 } },
+        request_budget_ms: 750,
+      },
+    };
+    const { config } = resolveConfig({ flags: {}, env: {}, yaml });
+    expect(config.extensions).toEqual(["/a.js", "npm:b@1"]);
+    expect(config.extensionsConfig).toEqual({ a: { path: "/tmp/x", n: 2 } });
+    expect(config.extensionsRequestBudgetMs).toBe(750);
+    expect(config.extensionsDisable).toBe(false);
+    const env = resolveConfig({
+      flags: {},
+      env: { SKULK_EXTENSIONS: " /c.js , https://h.invalid/d.js ", SKULK_EXTENSIONS_DISABLE: "1" },
+      yaml,
+    }).config;
+    expect(env.extensions).toEqual(["/c.js", "https://h.invalid/d.js"]);
+    expect(env.extensionsConfig).toEqual({ a: { path: "/tmp/x", n: 2 } });
+    expect(env.extensionsDisable).toBe(true);
+    expect(() => resolveConfig({ flags: {}, env: {}, yaml: { extensions: { config: { a: 3 } } } })).toThrow(
+      /extensions\.config/,
+    );
+  });
+
+  it("shows each extension's config to the settings form as a mapping it leaves to skulk.yaml", () => {
+    const { config } = resolveConfig({
+      flags: {},
+      env: {},
+      yaml: { extensions: { config: { a: { k: 1 } } } },
+    });
+    const views = Object.fromEntries(settingViews(config).map((v) => [v.key, v]));
+    expect(views["extensions.config"]).toMatchObject({ kind: "mapping", running: { a: { k: 1 } } });
+    expect(views["extensions.modules"].kind).toBe("list");
+    expect(views["extensions.disable"]).toMatchObject({ kind: "boolean", env: "SKULK_EXTENSIONS_DISABLE" });
   });
 });
