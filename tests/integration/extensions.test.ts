@@ -5,7 +5,8 @@
  * forwarded request transformed once on the node the client called, and the kill switch.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
+import { launchBrowser } from "../helpers/browser.ts";
 import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
 import {
   llamaNodes,
@@ -263,6 +264,35 @@ describe("extensions on a real node", () => {
     expect(missing?.reason).toMatch(/cannot be loaded/);
     expect(a.log()).toMatch(/extension .*future\.js refused: future requires extension API version 2/);
   });
+
+  it("the dashboard's settings list them, and saving the form keeps their config", async () => {
+    const browser = await launchBrowser();
+    try {
+      const page = await browser.page({ width: 1280, height: 1400 });
+      await page.goto(`${a.url}/settings`);
+      const panel = page.getByRole("region", { name: "Extensions" });
+      await panel.getByText("request-log", { exact: true }).waitFor();
+      const text = await panel.textContent() ?? "";
+      for (const name of ["thrower", "slow", "cap", "system-prompt", "retrieval", "recorder"]) {
+        expect(text).toContain(name);
+      }
+      expect(text).toMatch(/future\s*refused.*requires extension API version 2/s);
+      expect(text).toMatch(/missing\.js\s*refused/);
+      // The per-extension config is shown, not edited: a save writes it back as it was.
+      await page.getByLabel("friendly name").fill("ext-node");
+      await page.getByRole("button", { name: "Save settings" }).click();
+      await page.getByText(/saved .*skulk\.yaml/).waitFor();
+      const saved = parse(Deno.readTextFileSync(`${dir}/skulk.yaml`)) as {
+        node: { friendly_name: string };
+        extensions: { modules: string[]; config: Record<string, unknown> };
+      };
+      expect(saved.node.friendly_name).toBe("ext-node");
+      expect(saved.extensions.config.cap).toEqual({ max_tokens: CAP });
+      expect(saved.extensions.modules).toHaveLength(9);
+    } finally {
+      await browser.close();
+    }
+  }, LONG);
 
   for (const api of Object.keys(apis)) {
     for (const stream of [false, true]) {
