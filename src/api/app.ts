@@ -34,6 +34,7 @@ import { clusterRoutes } from "./routes/cluster.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { diagnosticsRoutes } from "./routes/diagnostics.ts";
+import { extensionRoutes, observeChatResponses } from "./extensions.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -99,6 +100,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     );
   }
 
+  // Extensions see each chat answer as its client got it: this wraps whatever the chat routes return.
+  app.use("*", observeChatResponses);
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/", nodeRoutes);
   app.route("/", runnerRoutes);
@@ -120,6 +123,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", downloadRoutes);
   app.route("/", metricsRoutes);
   app.route("/", diagnosticsRoutes);
+  app.route("/", extensionRoutes);
   extras.mount?.(app);
 
   app.notFound((c) =>

@@ -20,7 +20,8 @@ export interface SettingView {
   key: string;
   env: string | null;
   flag: string | null;
-  kind: "number" | "boolean" | "list" | "text";
+  /** "mapping": a nested mapping (each extension's config) the form shows but leaves to skulk.yaml. */
+  kind: "number" | "boolean" | "list" | "text" | "mapping";
   /** "cluster": set for every node through an event; "node": this node's skulk.yaml only. */
   scope: Scope;
   /** What the running node uses for this key (secrets shown only as set or not). */
@@ -101,6 +102,7 @@ function kindOf(s: Setting<unknown>): SettingView["kind"] {
   if (typeof d === "number") return "number";
   if (typeof d === "boolean") return "boolean";
   if (Array.isArray(d)) return "list";
+  if (d !== null && typeof d === "object") return "mapping";
   return "text";
 }
 

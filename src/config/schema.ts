@@ -682,6 +682,46 @@ export const SETTINGS = {
     default: 1000,
     description: "a partial batch is sent after this many milliseconds",
   }),
+  extensions: setting({
+    key: "extensions.modules",
+    env: "SKULK_EXTENSIONS",
+    schema: z.union([z.array(nonEmpty), z.string()])
+      .transform((v) => (typeof v === "string" ? v.split(",") : v).map((s) => s.trim()).filter(Boolean)),
+    default: [] as string[],
+    defaultText: "none",
+    description:
+      "extensions loaded at start, in order: file paths, file:/http(s) URLs or npm: specifiers (comma-separated in the variable; docs/extensions.md)",
+  }),
+  extensionsConfig: setting({
+    key: "extensions.config",
+    schema: z.record(z.string(), z.record(z.string(), z.unknown())),
+    default: {} as Record<string, Record<string, unknown>>,
+    defaultText: "none",
+    description:
+      "each extension's own settings, a mapping under its name (the extension reads it as `ctx.config`)",
+  }),
+  extensionsDisable: setting({
+    key: "extensions.disable",
+    env: "SKULK_EXTENSIONS_DISABLE",
+    schema: bool,
+    default: false,
+    description: "`1`: load no extension at all, whatever `extensions.modules` names",
+  }),
+  extensionsRequestBudgetMs: setting({
+    key: "extensions.request_budget_ms",
+    env: "SKULK_EXTENSIONS_REQUEST_BUDGET_MS",
+    schema: count,
+    default: 2000,
+    description:
+      "how long one extension's onChatRequest may take; past it the request goes on without that extension's change",
+  }),
+  extensionsHookBudgetMs: setting({
+    key: "extensions.hook_budget_ms",
+    env: "SKULK_EXTENSIONS_HOOK_BUDGET_MS",
+    schema: count,
+    default: 10_000,
+    description: "how long an extension's setup, onChatResponse or teardown may take before it is abandoned",
+  }),
 } as const;
 
 type Settings = typeof SETTINGS;

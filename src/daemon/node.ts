@@ -132,6 +132,7 @@ async function serve(
   const { config } = ctx;
   const app = createApp(ctx, opts.extras);
   registerDiagnosticsMetrics(metricsOf(ctx).registry, ctx.flight);
+  ctx.handle = async (req) => await app.fetch(req);
   const abort = new AbortController();
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {

@@ -8,11 +8,14 @@ import type { Plane } from "../node/plane.ts";
 import { clusterPlane } from "../cluster/plane.ts";
 import { DefaultModel } from "./default-model.ts";
 import { Healer } from "../healing/plane.ts";
+import { ExtensionsPlane } from "../extensions/plane.ts";
 
 export function daemonPlanes(config: Config): Plane<NodeContext>[] {
   // The cluster plane starts first: it owns ctx.submit, which the others use. Downloads start before the
   // worker (it calls ensure) and stop after it.
+  // Extensions load first, so chat requests meet them as soon as the cluster can route any.
   const planes: Plane<NodeContext>[] = [
+    new ExtensionsPlane(),
     clusterPlane(config),
     new TelemetryHistoryPlane(),
     downloadPlane(config),

@@ -14,6 +14,7 @@ import type { Catalog } from "../models/catalog.ts";
 import type { Store } from "../store/db.ts";
 import type { VadHost } from "../engines/sherpa/vad.ts";
 import type { LocalRunner } from "../worker/runner.ts";
+import type { ExtensionHost } from "../extensions/host.ts";
 
 export interface NodeContext {
   nodeId: string;
@@ -58,4 +59,8 @@ export interface NodeContext {
   flight?: FlightRecorder;
   /** Set by the daemon: begins a clean restart of this node's process. */
   restart?: () => boolean;
+  /** Set by the extensions plane: the extensions this node runs on chat requests (src/extensions/). */
+  extensions?: ExtensionHost;
+  /** Set by the daemon: answers a request through this node's own API in-process (extensions' `ctx.embed`). */
+  handle?: (req: Request) => Promise<Response>;
 }

@@ -16,6 +16,7 @@ import {
 } from "../../serving/anthropic.ts";
 import { logger } from "../../log/mod.ts";
 import type { ApiEnv } from "../env.ts";
+import { admittedTokens, extendChat } from "../extensions.ts";
 import { ApiError, readJsonWithRaw, toApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { admit, callEngine, chatGeneration, engineError, engineFailure, route } from "./openai.ts";
@@ -46,15 +47,21 @@ export const anthropicRoutes = new Hono<ApiEnv>()
   .post("/v1/messages", async (c) => {
     const ctx = c.var.node;
     const { raw, body } = await readJsonWithRaw(c, MessagesRequest);
-    const routed = await route(c, body.model, raw);
+    const req = toChatRequest(body);
+    const ext = await extendChat(c, "messages", raw, req);
+    const routed = await route(c, String(ext.req.model), ext.raw);
     if ("remote" in routed) return routed.remote;
     const { target } = routed.local;
-    admit(body.max_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
+    admit(
+      admittedTokens(req, ext.req, body.max_tokens),
+      target,
+      ctx.worker?.runner(target.runnerId)?.contextTokens ?? null,
+    );
     const id = messageId();
     const out = await chatGeneration(
       c,
       routed.local,
-      toChatRequest(body),
+      ext.req,
       () => new AnthropicStreamTranslator(id, body.model),
     );
     if (out instanceof Response) return out;

@@ -28,6 +28,7 @@ import {
 import { resolveTarget } from "../../serving/target.ts";
 import { VERSION } from "../../version.ts";
 import type { ApiEnv } from "../env.ts";
+import { admittedTokens, extendChat } from "../extensions.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw, toApiError } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { admit, chatGeneration, localEmbeddings, route } from "./openai.ts";
@@ -124,21 +125,23 @@ async function generation(
 ): Promise<Response> {
   const ctx = c.var.node;
   const startedMs = performance.now();
-  const routed = await route(c, body.model, raw);
+  // Extensions shape chats; a generate (a prompt to continue) is not one.
+  const ext = mode === "chat" ? await extendChat(c, "ollama_chat", raw, engineReq) : { req: engineReq, raw };
+  const routed = await route(c, String(ext.req.model), ext.raw);
   if ("remote" in routed) return routed.remote;
   const { target } = routed.local;
   // Only a client's own num_predict is checked against the context, as on the chat route: the node's default
   // bound is a ceiling the engine stops at, not a demand.
   const asked = body.options?.num_predict;
   admit(
-    asked && asked > 0 ? asked : null,
+    admittedTokens(engineReq, ext.req, asked && asked > 0 ? asked : null),
     target,
     ctx.worker?.runner(target.runnerId)?.contextTokens ?? null,
   );
   const out = await chatGeneration(
     c,
     routed.local,
-    engineReq,
+    ext.req,
     () => new OllamaStreamTranslator(mode, body.model, startedMs),
   );
   if (out instanceof Response) return asNdjson(out);

@@ -16,6 +16,7 @@ import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
+import { admittedTokens, extendChat } from "../extensions.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { slotsOf } from "../slots.ts";
@@ -488,18 +489,28 @@ export const openaiRoutes = new Hono<ApiEnv>()
     ) {
       throw badRequest("nothing to generate from: every message is empty", "messages");
     }
-    const routed = await route(c, body.model, raw);
-    if ("remote" in routed) return routed.remote;
-    const { target } = routed.local;
     const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
-    admit(maxTokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
     const { enable_thinking, max_completion_tokens: _mct, ...rest } = body;
     const req: Record<string, unknown> = { ...rest, max_tokens: maxTokens ?? ctx.config.maxOutputTokens };
     if (enable_thinking !== undefined) {
       req.chat_template_kwargs = { ...(rest.chat_template_kwargs as object ?? {}), enable_thinking };
     }
     if (body.stream) req.stream_options = { include_usage: true };
-    const out = await chatGeneration(c, routed.local, req, (id) => new ChatStreamTranslator(id, body.model));
+    const ext = await extendChat(c, "chat_completions", raw, req);
+    const routed = await route(c, String(ext.req.model), ext.raw);
+    if ("remote" in routed) return routed.remote;
+    const { target } = routed.local;
+    admit(
+      admittedTokens(req, ext.req, maxTokens),
+      target,
+      ctx.worker?.runner(target.runnerId)?.contextTokens ?? null,
+    );
+    const out = await chatGeneration(
+      c,
+      routed.local,
+      ext.req,
+      (id) => new ChatStreamTranslator(id, body.model),
+    );
     if (out instanceof Response) return out;
     return c.json({
       ...out.reply,

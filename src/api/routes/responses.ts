@@ -10,6 +10,7 @@ import {
   toChatRequest,
 } from "../../serving/responses.ts";
 import type { ApiEnv } from "../env.ts";
+import { admittedTokens, extendChat } from "../extensions.ts";
 import { badRequest, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
 import { admit, chatGeneration, route } from "./openai.ts";
@@ -32,16 +33,22 @@ export const responsesRoutes = new Hono<ApiEnv>()
         "previous_response_id",
       );
     }
-    const routed = await route(c, body.model, raw);
+    const req = toChatRequest(body, ctx.config.maxOutputTokens);
+    const ext = await extendChat(c, "responses", raw, req);
+    const routed = await route(c, String(ext.req.model), ext.raw);
     if ("remote" in routed) return routed.remote;
     const { target } = routed.local;
-    admit(body.max_output_tokens, target, ctx.worker?.runner(target.runnerId)?.contextTokens ?? null);
+    admit(
+      admittedTokens(req, ext.req, body.max_output_tokens),
+      target,
+      ctx.worker?.runner(target.runnerId)?.contextTokens ?? null,
+    );
     const id = `resp_${crypto.randomUUID().replaceAll("-", "")}`;
     const createdAt = Math.floor(Date.now() / 1000);
     const out = await chatGeneration(
       c,
       routed.local,
-      toChatRequest(body, ctx.config.maxOutputTokens),
+      ext.req,
       () => new ResponsesStreamTranslator(id, body),
     );
     if (out instanceof Response) return out;

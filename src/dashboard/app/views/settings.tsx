@@ -5,6 +5,7 @@
  */
 import { useEffect, useState } from "hono/jsx/dom";
 import { ApiFailure, type ConfigView, getJson, sendJson, type SettingView } from "../api.ts";
+import type { ExtensionsStatus } from "../../../extensions/api.ts";
 import { Empty, Notice } from "../ui.tsx";
 
 type Values = Record<string, string>;
@@ -20,7 +21,8 @@ function fileValue(config: Record<string, unknown>, key: string): unknown {
 
 function show(v: unknown): string {
   if (v === undefined || v === null) return "";
-  return Array.isArray(v) ? v.join(", ") : String(v);
+  if (Array.isArray(v)) return v.join(", ");
+  return typeof v === "object" ? JSON.stringify(v) : String(v);
 }
 
 /** The form's text back into typed YAML values; an empty field removes the key from the file. */
@@ -39,6 +41,8 @@ export function buildConfig(
 ): Record<string, unknown> {
   const out: Record<string, unknown> = structuredClone(base);
   for (const s of settings) {
+    // A mapping is edited in skulk.yaml itself: the file's value (in base) is written back as it was.
+    if (s.kind === "mapping") continue;
     const parts = s.key.split(".");
     const text = values[s.key] ?? "";
     let section = out;
@@ -62,6 +66,7 @@ const SECTION_NAMES: Record<string, string> = {
   cluster: "Cluster",
   logging: "Logging",
   inference: "Inference",
+  extensions: "Extensions",
 };
 
 const HELP: Record<string, string> = {
@@ -78,7 +83,53 @@ const HELP: Record<string, string> = {
   "logging.level": "trace, debug, info, warning or error.",
   "logging.format": "auto, json or pretty.",
   "inference.default_model": "Placed at start when nothing is placed.",
+  "extensions.modules": "Extension modules loaded at start: paths, URLs or npm: specifiers, comma-separated.",
+  "extensions.config": "Each extension's own settings; edit them in skulk.yaml.",
+  "extensions.disable": "true turns every extension off.",
 };
+
+/** The extensions this node runs and those it refused (`GET /v1/extensions`). */
+function ExtensionsPanel() {
+  const [status, setStatus] = useState<ExtensionsStatus | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    getJson<ExtensionsStatus>("/v1/extensions").then(setStatus).catch((e) =>
+      setError(e instanceof ApiFailure ? e.message : String(e))
+    );
+  }, []);
+  if (error) return <Notice tone="error">Could not read the extensions: {error}</Notice>;
+  if (!status) return null;
+  const none = status.loaded.length === 0 && status.refused.length === 0;
+  return (
+    <section class="panel extensions" aria-label="Extensions">
+      <h2>Extensions</h2>
+      {!status.enabled && <p class="muted">Disabled on this node (SKULK_EXTENSIONS_DISABLE).</p>}
+      {status.enabled && none && <p class="muted">None loaded.</p>}
+      <ul class="extension-list">
+        {status.loaded.map((e) => (
+          <li key={e.name}>
+            <strong>{e.name}</strong> <span class="badge tone-ok">loaded</span>{" "}
+            <span class="muted small mono">{e.source}</span>
+            <div class="small">
+              {e.hooks.join(", ") || "no hooks"} · {e.calls.onChatRequest} requests, {e.calls.onChatResponse}
+              {" "}
+              answers seen · {e.errors} errors, {e.timeouts} timeouts
+              {e.lastError && <span class="field-error">last: {e.lastError.hook}: {e.lastError.message}
+              </span>}
+            </div>
+          </li>
+        ))}
+        {status.refused.map((r) => (
+          <li key={r.source}>
+            <strong>{r.name ?? r.source}</strong> <span class="badge tone-error">refused</span>{" "}
+            <span class="muted small mono">{r.source}</span>
+            <div class="small field-error">{r.reason}</div>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
 
 export function SettingsView() {
   const [view, setView] = useState<ConfigView | null>(null);
@@ -169,17 +220,21 @@ export function SettingsView() {
               return (
                 <div key={s.key} class={`setting ${err ? "has-error" : ""}`}>
                   <label for={id}>{s.key.split(".").slice(1).join(".").replace(/_/g, " ")}</label>
-                  <input
-                    id={id}
-                    name={s.key}
-                    value={values[s.key] ?? ""}
-                    placeholder={running ? `running: ${running}` : "not set"}
-                    inputMode={s.kind === "number" ? "decimal" : undefined}
-                    aria-invalid={err ? "true" : undefined}
-                    aria-describedby={`${id}-help${err ? ` ${id}-err` : ""}`}
-                    onInput={(e: Event) =>
-                      setValues({ ...values, [s.key]: (e.target as HTMLInputElement).value })}
-                  />
+                  {s.kind === "mapping"
+                    ? <pre id={id} class="mono small">{values[s.key] || "(none)"}</pre>
+                    : (
+                      <input
+                        id={id}
+                        name={s.key}
+                        value={values[s.key] ?? ""}
+                        placeholder={running ? `running: ${running}` : "not set"}
+                        inputMode={s.kind === "number" ? "decimal" : undefined}
+                        aria-invalid={err ? "true" : undefined}
+                        aria-describedby={`${id}-help${err ? ` ${id}-err` : ""}`}
+                        onInput={(e: Event) =>
+                          setValues({ ...values, [s.key]: (e.target as HTMLInputElement).value })}
+                      />
+                    )}
                   <p id={`${id}-help`} class="help">
                     {HELP[s.key] ?? ""}
                     {s.scope === "cluster"
@@ -208,6 +263,7 @@ export function SettingsView() {
           <span class="muted small">Flags and environment variables override the file.</span>
         </div>
       </form>
+      <ExtensionsPanel />
     </div>
   );
 }
