@@ -160,7 +160,8 @@ function PreviewPanel(props: { model: ModelListEntry; live: Live; onClose: () =>
         </button>
       </div>
       <p class="muted">
-        {model.id} · {bytes(model.storage_size_megabytes * 1e6)} ·{" "}
+        {model.id} · {model.storage_size_bytes === null ? "size unknown" : bytes(model.storage_size_bytes)} ·
+        {" "}
         {model.quantization || "unknown quantisation"}
       </p>
       {error && (
@@ -323,12 +324,15 @@ export function StoreView(props: { live: Live }) {
     const text = `${m.id} ${m.family} ${m.quantization} ${m.base_model}`.toLowerCase();
     if (q && !q.toLowerCase().split(/\s+/).every((w) => text.includes(w))) return false;
     if (family && m.family !== family) return false;
-    if (size && sizeBucket(m.storage_size_megabytes * 1e6) !== size) return false;
+    // An open size has no bucket and no fit verdict: it is shown as "size unknown", never as 0 B.
+    if (size && (m.storage_size_bytes === null || sizeBucket(m.storage_size_bytes) !== size)) return false;
     const c = CAPABILITIES.find((c) => c.id === cap);
     if (c && !c.has(m)) return false;
-    if (fits && m.storage_size_megabytes * 1e6 > free) return false;
+    if (fits && (m.storage_size_bytes === null || m.storage_size_bytes > free)) return false;
     return true;
-  }).sort((a, b) => a.storage_size_megabytes - b.storage_size_megabytes);
+  }).sort((a, b) =>
+    (a.storage_size_bytes ?? Number.MAX_SAFE_INTEGER) - (b.storage_size_bytes ?? Number.MAX_SAFE_INTEGER)
+  );
   const val = (e: Event) => (e.target as HTMLInputElement).value;
   return (
     <div class="view">
@@ -386,8 +390,8 @@ export function StoreView(props: { live: Live }) {
         {models && shown.length === 0 && <Empty>No model matches these filters.</Empty>}
         <ul class="models" aria-label="Models">
           {shown.slice(0, limit).map((m) => {
-            const sizeB = m.storage_size_megabytes * 1e6;
-            const tooBig = s !== null && sizeB > free;
+            const sizeB = m.storage_size_bytes;
+            const tooBig = s !== null && sizeB !== null && sizeB > free;
             return (
               <li key={m.id} class="card model-card" data-model-id={m.id}>
                 <div class="model-top">
@@ -399,12 +403,12 @@ export function StoreView(props: { live: Live }) {
                 </div>
                 <div class="model-facts">
                   <span>
-                    <strong>{bytes(sizeB)}</strong>
+                    <strong>{sizeB === null ? "size unknown" : bytes(sizeB)}</strong>
                   </span>
                   {m.context_length > 0 && <span>{(m.context_length / 1024).toFixed(0)}K context</span>}
                   {tooBig
                     ? <Badge tone="warn">larger than free memory</Badge>
-                    : s && <Badge tone="ok">fits</Badge>}
+                    : s && sizeB !== null && <Badge tone="ok">fits</Badge>}
                 </div>
                 <div class="tags">{m.tags.map((t) => <span key={t} class="tag">{t}</span>)}</div>
                 <button
