@@ -6,7 +6,7 @@ import { z } from "zod";
 import { quoted, repoPathProblem } from "../security/ids.ts";
 import { type ModelCard, ModelCardSchema } from "./card.ts";
 import { type GgufFacts, GgufReadError, readGgufFacts } from "./gguf/reader.ts";
-import type { HubClient, HubFile } from "./hub.ts";
+import { type HubClient, type HubFile, projectorRank } from "./hub.ts";
 import { cardFromFacts, LocalModelError } from "./local.ts";
 
 /**
@@ -148,14 +148,11 @@ export function chooseGguf(repo: string, groups: GgufGroup[], quant?: string): G
   )[0];
 }
 
-/** Projector preference when a repo ships several precisions: f16 first (what llama.cpp's own repos ship). */
+/** The projector to take when a repo ships several precisions (hub.ts's order, as downloads pick it). */
 function chooseProjector(projectors: HubFile[]): HubFile | undefined {
-  const order = ["f16", "bf16", "q8_0", "f32"];
-  const r = (p: string) => {
-    const i = order.findIndex((t) => p.toLowerCase().includes(t));
-    return i < 0 ? order.length : i;
-  };
-  return [...projectors].sort((a, b) => r(a.path) - r(b.path) || a.path.localeCompare(b.path))[0];
+  return [...projectors].sort((a, b) =>
+    projectorRank(a.path) - projectorRank(b.path) || a.path.localeCompare(b.path)
+  )[0];
 }
 
 /** A hub repo whose files cannot make a card (no model files, a hostile listing, an unreadable header). */

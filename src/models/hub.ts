@@ -324,7 +324,7 @@ export function usesProjector(card: Pick<ModelCard, "mmproj_file" | "capabilitie
 }
 
 /** Projector preference when a repo ships several precisions: smaller first, then the rest by name. */
-function projectorRank(path: string): number {
+export function projectorRank(path: string): number {
   const p = path.toLowerCase();
   return ["f16", "bf16", "q8_0", "f32"].findIndex((t) => p.includes(t)) >>> 0;
 }

@@ -7,8 +7,8 @@ import {
   ggufListing,
   HubCardError,
   QUANT_PREFERENCE,
-  quantOf,
   QuantNotFound,
+  quantOf,
 } from "../../src/models/hub-card.ts";
 import { type HubFile, parseSearch, searchUrl } from "../../src/models/hub.ts";
 import { servability } from "../../src/placement/capabilities.ts";
@@ -48,10 +48,14 @@ describe("ggufListing", () => {
       { first: "M-Q4_K_M.gguf", files: [f("M-Q4_K_M.gguf", 7)], quant: "Q4_K_M", bytes: 7 },
       {
         first: "M-Q8_0-00001-of-00003.gguf",
-        files: [f("M-Q8_0-00001-of-00003.gguf", 10), f("M-Q8_0-00002-of-00003.gguf", 20), f(
-          "M-Q8_0-00003-of-00003.gguf",
-          30,
-        )],
+        files: [
+          f("M-Q8_0-00001-of-00003.gguf", 10),
+          f("M-Q8_0-00002-of-00003.gguf", 20),
+          f(
+            "M-Q8_0-00003-of-00003.gguf",
+            30,
+          ),
+        ],
         quant: "Q8_0",
         bytes: 60,
       },
@@ -156,7 +160,9 @@ describe("configHubCard", () => {
 
   it("refuses a config without a shape or a repo without weights", () => {
     expect(() => configHubCard("o/m", { model_type: "x" }, 10)).toThrow(HubCardError);
-    expect(() => configHubCard("o/m", { num_hidden_layers: 2, hidden_size: 8 }, 0)).toThrow(/no \.safetensors/);
+    expect(() => configHubCard("o/m", { num_hidden_layers: 2, hidden_size: 8 }, 0)).toThrow(
+      /no \.safetensors/,
+    );
     expect(() => configHubCard("o/m", [1, 2], 10)).toThrow(/not a JSON object/);
   });
 });
