@@ -169,6 +169,15 @@ export function ggufHubCard(repo: string, g: GgufGroup, facts: GgufFacts, projec
     if (e instanceof LocalModelError) throw new HubCardError(`${repo}: ${e.message}`);
     throw e;
   }
+  // The first file holds the header and its own tensors: a listing smaller than that is wrong or hostile.
+  const first = g.files[0];
+  if (first.size > 0 && first.size < facts.dataOffset + facts.tensorBytes) {
+    throw new HubCardError(
+      `${repo}: ${g.first} is listed as ${first.size} bytes but its header describes ${
+        facts.dataOffset + facts.tensorBytes
+      }`,
+    );
+  }
   const { gguf_path: _local, ...card } = base;
   const bytes = g.bytes + (projector?.size ?? 0);
   return ModelCardSchema.parse({

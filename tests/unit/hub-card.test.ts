@@ -1,9 +1,11 @@
 /** The pure parts of adding a hub repo: quantisation names, split-shard grouping, the preferred pick, search answers, config.json cards. */
 import { describe, expect, it } from "vitest";
+import type { GgufFacts } from "../../src/models/gguf/reader.ts";
 import {
   availableQuants,
   chooseGguf,
   configHubCard,
+  ggufHubCard,
   ggufListing,
   HubCardError,
   QUANT_PREFERENCE,
@@ -164,5 +166,52 @@ describe("configHubCard", () => {
       /no \.safetensors/,
     );
     expect(() => configHubCard("o/m", [1, 2], 10)).toThrow(/not a JSON object/);
+  });
+});
+
+describe("ggufHubCard", () => {
+  const facts: GgufFacts = {
+    architecture: "llama",
+    blockCount: 2,
+    embeddingLength: 64,
+    headCount: 4,
+    headCountKv: 2,
+    headDim: 16,
+    contextLength: 4096,
+    fileType: 15,
+    fileTypeName: "Q4_K_M",
+    hasChatTemplate: true,
+    tensorCount: 20,
+    parameterCount: 1000,
+    tensorBytes: 5_000,
+    dataOffset: 1_000,
+  };
+
+  it("makes a llama.cpp card: the first shard as gguf_file, shards and projector summed, vision with a projector", () => {
+    const g =
+      ggufListing([f("M-Q4_K_M-00001-of-00002.gguf", 6_000), f("M-Q4_K_M-00002-of-00002.gguf", 4_000)])
+        .groups[0];
+    const card = ggufHubCard("o/m", g, facts, f("mmproj-f16.gguf", 500));
+    expect(card).toMatchObject({
+      model_id: "o/m",
+      gguf_file: "M-Q4_K_M-00001-of-00002.gguf",
+      mmproj_file: "mmproj-f16.gguf",
+      storage_size: { in_bytes: 10_500 },
+      n_layers: 2,
+      num_key_value_heads: 2,
+      capabilities: ["text", "vision"],
+      quantization: "Q4_K_M",
+      is_custom: true,
+    });
+    expect(card.gguf_path).toBeUndefined();
+    expect(card.placement.compatible_backends).toContain("llama_server-cpu");
+    expect(servability(card).ok).toBe(true);
+  });
+
+  it("refuses a listing that gives the first file fewer bytes than its own header describes", () => {
+    const g = ggufListing([f("M-Q4_K_M.gguf", 5_999)]).groups[0];
+    expect(() => ggufHubCard("o/m", g, facts)).toThrow(
+      "o/m: M-Q4_K_M.gguf is listed as 5999 bytes but its header describes 6000",
+    );
   });
 });
