@@ -153,7 +153,8 @@ describe("custom GGUF cards", () => {
     const rm = await skulk(["models", "remove", id, "--data-dir", dataDir]);
     expect(rm.code, rm.stderr).toBe(0);
     expect((await listed(d)).map((m) => m.id)).not.toContain(id);
-  });
+    // Five CLI processes and a daemon: a busy machine takes minutes, an idle one under 20 s.
+  }, 240_000);
 
   it("a registered local GGUF is served by this node's worker through /v1/chat/completions", async () => {
     const d = await startDaemon({
