@@ -373,4 +373,31 @@ describe("an unreachable or offline hub", () => {
       await off.kill();
     }
   }, 120_000);
+
+  it(
+    "a hub refusing the node (401 everywhere) is a 502 for a search and a 403 naming the repo for an add",
+    async () => {
+      const locked = await startFakeHub({
+        repos: { "acme/Tiny-GGUF": `${dir}/repos/acme--Tiny-GGUF` },
+        token: "other",
+      });
+      const d = await startDaemon({ dataDir: `${dir}/locked`, env: { HF_ENDPOINT: locked.url } });
+      try {
+        const search = await fetch(`${d.url}/models/search?query=tiny`);
+        const s = await search.json();
+        expect(search.status, JSON.stringify(s)).toBe(502);
+        expect(s.error.message).toContain(
+          `the model hub at ${locked.url} gave an answer this node cannot use`,
+        );
+        const add = await post("/models/add", { model_id: "acme/Tiny-GGUF" }, d);
+        const a = await add.json();
+        expect(add.status, JSON.stringify(a)).toBe(403);
+        expect(a.error.message).toContain("acme/Tiny-GGUF: listing files refused with 401");
+      } finally {
+        await d.kill();
+        await locked.close();
+      }
+    },
+    120_000,
+  );
 });

@@ -79,11 +79,16 @@ function hubOf(node: NodeContext): HubClient {
   return new HubClient(options);
 }
 
-/** A hub failure as the client should see it: the repo or hub named, with the hub's own verdict. */
-function hubFailure(e: unknown, endpoint: string): unknown {
+/**
+ * A hub failure as the client should see it: the repo or hub named, with the hub's own verdict. A 404 or 401/403
+ * is about the asked repo only for an add; for a search it means the hub itself is misconfigured (502).
+ */
+function hubFailure(e: unknown, endpoint: string, repoAsked: boolean): unknown {
   if (!(e instanceof HubError)) return e;
-  if (e.status === 404) return new ApiError(404, e.message, { param: "model_id" });
-  if (e.status === 401 || e.status === 403) return new ApiError(403, e.message, { param: "model_id" });
+  if (repoAsked && e.status === 404) return new ApiError(404, e.message, { param: "model_id" });
+  if (repoAsked && (e.status === 401 || e.status === 403)) {
+    return new ApiError(403, e.message, { param: "model_id" });
+  }
   if (e.status === null && e.retryable) {
     return new ApiError(503, `the model hub at ${endpoint} is unreachable: ${e.message}`, {
       type: "service_unavailable",
@@ -105,7 +110,7 @@ customModelRoutes.get("/models/search", async (c) => {
   try {
     return c.json(await hub.search({ query: q.data.query, limit: q.data.limit, mlxOnly: q.data.mlx_only }));
   } catch (e) {
-    throw hubFailure(e, hub.options.endpoint);
+    throw hubFailure(e, hub.options.endpoint, false);
   }
 });
 
@@ -128,7 +133,7 @@ customModelRoutes.post("/models/add", async (c) => {
       ),
     );
   } catch (e) {
-    throw hubFailure(e, hub.options.endpoint);
+    throw hubFailure(e, hub.options.endpoint, true);
   }
 });
 
