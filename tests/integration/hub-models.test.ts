@@ -379,9 +379,13 @@ describe("an unreachable or offline hub", () => {
     async () => {
       const locked = await startFakeHub({
         repos: { "acme/Tiny-GGUF": `${dir}/repos/acme--Tiny-GGUF` },
-        token: "other",
+        token: "tok-7c1e9f0a55",
       });
       const d = await startDaemon({ dataDir: `${dir}/locked`, env: { HF_ENDPOINT: locked.url } });
+      const withToken = await startDaemon({
+        dataDir: `${dir}/with-token`,
+        env: { HF_ENDPOINT: locked.url, HF_TOKEN: "tok-7c1e9f0a55" },
+      });
       try {
         const search = await fetch(`${d.url}/models/search?query=tiny`);
         const s = await search.json();
@@ -393,8 +397,20 @@ describe("an unreachable or offline hub", () => {
         const a = await add.json();
         expect(add.status, JSON.stringify(a)).toBe(403);
         expect(a.error.message).toContain("acme/Tiny-GGUF: listing files refused with 401");
+
+        // With the token the node searches and adds; the token stays on this node, out of the card and the log.
+        expect((await fetch(`${withToken.url}/models/search?query=tiny`)).status).toBe(200);
+        const ok = await post("/models/add", { model_id: "acme/Tiny-GGUF" }, withToken);
+        expect(ok.status, await ok.clone().text()).toBe(200);
+        expect(await ok.text()).not.toContain("tok-7c1e9f0a55");
+        const events = await (await fetch(`${withToken.url}/events`)).text();
+        expect(events).toContain("CustomModelCardAdded");
+        expect(events).not.toContain("tok-7c1e9f0a55");
+        expect(locked.requests.filter((r) => r.authorization === "Bearer tok-7c1e9f0a55").length)
+          .toBeGreaterThan(0);
       } finally {
         await d.kill();
+        await withToken.kill();
         await locked.close();
       }
     },
