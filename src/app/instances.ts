@@ -31,9 +31,9 @@ export const PLACEMENT_INFO_WAIT_MS = 15_000;
  * The header facts of a hub GGUF through HTTP Range, best effort: the size (HEAD) is what placement cannot do
  * without; a header the hub will not serve in ranges leaves the card's own shape in use.
  */
-async function readHeader(url: string): Promise<HeaderFacts> {
+async function readHeader(url: string, headers: Record<string, string>): Promise<HeaderFacts> {
   try {
-    const f = await readGgufFacts(url);
+    const f = await readGgufFacts(url, { headers });
     return {
       blockCount: f.blockCount,
       headCount: f.headCount,
@@ -65,7 +65,16 @@ export async function placementCard(
   }
   let facts = await cards.loadFacts(modelId);
   if (!card.storage_size && !facts && card.gguf_file) {
-    const deps: HubDeps = { endpoint: cards.hubEndpoint, fetch, timeoutMs: 10_000, readHeader, ...hub };
+    const headers = cards.hubHeaders?.() ?? {};
+    const withToken: typeof fetch = (input, init) =>
+      fetch(input, { ...init, headers: { ...headers, ...Object.fromEntries(new Headers(init?.headers)) } });
+    const deps: HubDeps = {
+      endpoint: cards.hubEndpoint,
+      fetch: withToken,
+      timeoutMs: 10_000,
+      readHeader: (url) => readHeader(url, headers),
+      ...hub,
+    };
     try {
       facts = await resolveFromHub(card, deps);
     } catch (e) {

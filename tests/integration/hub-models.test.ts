@@ -10,6 +10,7 @@ import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { runnerTag, waitForState } from "../helpers/cluster.ts";
 
 const dir = tempDir("hub-models-");
+const BGE = "CompendiumLabs/bge-small-en-v1.5-gguf";
 const TOKEN = "hub-secret-token";
 let hub: FakeHub;
 let node: Daemon;
@@ -378,7 +379,11 @@ describe("an unreachable or offline hub", () => {
     "a hub refusing the node (401 everywhere) is a 502 for a search and a 403 naming the repo for an add",
     async () => {
       const locked = await startFakeHub({
-        repos: { "acme/Tiny-GGUF": `${dir}/repos/acme--Tiny-GGUF` },
+        repos: {
+          "acme/Tiny-GGUF": `${dir}/repos/acme--Tiny-GGUF`,
+          // A bundled card whose size is open, served (as a tiny model) only to a node with the token.
+          [BGE]: repo(BGE, { "bge-small-en-v1.5-f16.gguf": small }),
+        },
         token: "tok-7c1e9f0a55",
       });
       const d = await startDaemon({ dataDir: `${dir}/locked`, env: { HF_ENDPOINT: locked.url } });
@@ -408,6 +413,26 @@ describe("an unreachable or offline hub", () => {
         expect(events).not.toContain("tok-7c1e9f0a55");
         expect(locked.requests.filter((r) => r.authorization === "Bearer tok-7c1e9f0a55").length)
           .toBeGreaterThan(0);
+
+        // An open size is resolved (HEAD, and the header through Range) with the token on first need, then listed.
+        const bge = async () =>
+          (await (await fetch(`${withToken.url}/models`)).json()).data.find((m: { id: string }) =>
+            m.id === BGE
+          );
+        expect(await bge()).toMatchObject({ storage_size_bytes: null });
+        const previews = await (await fetch(`${withToken.url}/instance/previews?model_id=${BGE}`)).json();
+        expect(
+          previews.previews.some((p: { error: string | null }) => p.error === null),
+          JSON.stringify(previews),
+        )
+          .toBe(true);
+        expect(await bge()).toMatchObject({ storage_size_bytes: size(small) });
+        const file = `/${BGE}/resolve/main/bge-small-en-v1.5-f16.gguf`;
+        const reads = locked.requests.filter((r) => r.path === file);
+        expect(reads.map((r) => `${r.method} ${r.status} ${r.authorization}`)).toEqual([
+          "HEAD 200 Bearer tok-7c1e9f0a55",
+          "GET 206 Bearer tok-7c1e9f0a55",
+        ]);
       } finally {
         await d.kill();
         await withToken.kill();
