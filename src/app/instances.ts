@@ -12,7 +12,8 @@ import {
 import { untag } from "../cluster/tagged.ts";
 import { reportedAddresses } from "../engines/bind-address.ts";
 import { cardToWire, type ModelCard } from "../models/card.ts";
-import { applyResolvedFacts, type HubDeps, resolveFromHub } from "../models/facts.ts";
+import { applyResolvedFacts, type HeaderFacts, type HubDeps, resolveFromHub } from "../models/facts.ts";
+import { readGgufFacts } from "../models/gguf/reader.ts";
 import { cardDifference, instanceProblem } from "../placement/instance-check.ts";
 import { placeInstance, recordFor } from "../placement/planner.ts";
 import { checkModelId } from "../security/ids.ts";
@@ -25,6 +26,25 @@ export type PlaceRequest = z.infer<typeof PlaceRequestSchema>;
 
 /** Upstream waits this long for telemetry still gossiping before answering 503. */
 export const PLACEMENT_INFO_WAIT_MS = 15_000;
+
+/**
+ * The header facts of a hub GGUF through HTTP Range, best effort: the size (HEAD) is what placement cannot do
+ * without; a header the hub will not serve in ranges leaves the card's own shape in use.
+ */
+async function readHeader(url: string, headers: Record<string, string>): Promise<HeaderFacts> {
+  try {
+    const f = await readGgufFacts(url, { headers });
+    return {
+      blockCount: f.blockCount,
+      headCount: f.headCount,
+      headCountKv: f.headCountKv,
+      headDim: f.headDim,
+      contextLength: f.contextLength,
+    };
+  } catch {
+    return {};
+  }
+}
 
 /**
  * The card placement plans with: the catalogue's card with its recorded facts applied; a size the card
@@ -45,7 +65,16 @@ export async function placementCard(
   }
   let facts = await cards.loadFacts(modelId);
   if (!card.storage_size && !facts && card.gguf_file) {
-    const deps: HubDeps = { endpoint: cards.hubEndpoint, fetch, timeoutMs: 10_000, ...hub };
+    const headers = cards.hubHeaders?.() ?? {};
+    const withToken: typeof fetch = (input, init) =>
+      fetch(input, { ...init, headers: { ...headers, ...Object.fromEntries(new Headers(init?.headers)) } });
+    const deps: HubDeps = {
+      endpoint: cards.hubEndpoint,
+      fetch: withToken,
+      timeoutMs: 10_000,
+      readHeader: (url) => readHeader(url, headers),
+      ...hub,
+    };
     try {
       facts = await resolveFromHub(card, deps);
     } catch (e) {

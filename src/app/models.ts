@@ -1,12 +1,15 @@
 /**
- * Custom card use cases: add a card for a local GGUF (read on the node that was asked, where the file is)
- * and delete one; the master checks the id against its catalogue and indexes the event.
+ * Custom card use cases: add a card for a local GGUF (read on the node that was asked, where the file is) or a hub
+ * repo (read from the hub by the node that was asked, with its token), delete one; the master checks and indexes.
  */
 import { makeEvent } from "../cluster/events.ts";
 import { untag } from "../cluster/tagged.ts";
 import { cardToWire, parseCard } from "../models/card.ts";
 import { modelListEntry } from "../models/catalog.ts";
+import { type ModelCard } from "../models/card.ts";
+import { HubCardError, type HubCardReport, QuantNotFound } from "../models/hub-card.ts";
 import { localCard, LocalModelError } from "../models/local.ts";
+import { servability } from "../placement/capabilities.ts";
 import { type CommandResult, send } from "./commands.ts";
 import { Conflict, Invalid, NotFound, NotReady } from "./errors.ts";
 import type { DecidePorts, NodePorts } from "./ports.ts";
@@ -45,11 +48,44 @@ export async function addModel(p: NodePorts, ggufPath: string, modelId?: string)
   const card = await localCard(ggufPath, modelId).catch((e) => {
     throw e instanceof LocalModelError ? new Invalid(e.message, "gguf_path") : e;
   });
+  return await addCard(p, card);
+}
+
+/** Replicates a built card through the master and answers with the catalogue entry this node then lists. */
+async function addCard(p: NodePorts, card: ModelCard) {
   await send(p.route, { kind: "add_card", model_card: cardToWire(card) });
   const added = p.card(card.model_id);
   // Applied here already (send waited), so only a delete racing this add leaves it out.
   if (!added) throw new NotReady(`the card for '${card.model_id}' was deleted again meanwhile`);
   return modelListEntry(added);
+}
+
+/**
+ * Adds a hub repo as a custom card. `resolve` reads the hub (hub-card.ts); its HubErrors pass through for the
+ * API to map (missing, refused, unreachable), the card problems become Invalid naming the repo.
+ */
+export async function addHubModel(
+  p: NodePorts,
+  resolve: (modelId: string, quant?: string) => Promise<HubCardReport>,
+  modelId: string,
+  quant?: string,
+) {
+  const report = await resolve(modelId, quant).catch((e) => {
+    if (e instanceof QuantNotFound) throw new Invalid(e.message, "quant");
+    if (e instanceof HubCardError) throw new Invalid(e.message, "model_id");
+    throw e;
+  });
+  const entry = await addCard(p, report.card);
+  const serves = servability(report.card);
+  return {
+    ...entry,
+    gguf_file: report.card.gguf_file ?? null,
+    mmproj_file: report.card.mmproj_file ?? null,
+    available_quants: report.quants,
+    header_bytes_read: report.header_bytes,
+    /** Whether this build's runners can serve it, and why not (an MLX repo on Linux nodes). */
+    servable: serves.ok ? { ok: true, reason: null } : { ok: false, reason: serves.reason },
+  };
 }
 
 export async function deleteModel(p: NodePorts, modelId: string) {

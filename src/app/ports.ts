@@ -7,6 +7,7 @@ import type { ClusterState } from "../cluster/state.ts";
 import type { TelemetryEntry } from "../cluster/telemetry.ts";
 import type { Db } from "../store/db.ts";
 import type { ModelCard } from "../models/card.ts";
+import { HubClient, hubOptions } from "../models/hub.ts";
 import { loadResolvedFacts, recordResolvedFacts, type ResolvedFacts } from "../models/facts.ts";
 import type { NodeContext } from "../node/context.ts";
 import { buildClusterView, type ClusterView } from "../placement/view.ts";
@@ -28,6 +29,8 @@ export interface Cards {
   recordFacts(modelId: string, facts: ResolvedFacts, source: string): Promise<void>;
   /** Where a card's unknown size is looked up (`hub.endpoint`). */
   hubEndpoint: string;
+  /** This node's hub credentials (`HF_TOKEN`) as request headers, for its own hub reads only. */
+  hubHeaders?: () => Record<string, string>;
 }
 
 /** What the master's desk needs to decide a command: reads, cards, and indexing (majority-acknowledged). */
@@ -41,9 +44,10 @@ export function viewOf(reads: ClusterReads, now = Date.now()): ClusterView {
   return buildClusterView(reads.state(), reads.telemetry(), now, { nodeTimeoutMs: reads.nodeTimeoutMs });
 }
 
-function cardsOf(catalog: NodeContext["catalog"], db: Db, hubEndpoint: string): Cards {
+function cardsOf(catalog: NodeContext["catalog"], db: Db, config: NodeContext["config"]): Cards {
   return {
-    hubEndpoint,
+    hubEndpoint: config.hubEndpoint,
+    hubHeaders: () => Object.fromEntries(new HubClient(hubOptions(config)).headers()),
     card: (id) => catalog.get(id),
     loadFacts: (id) => loadResolvedFacts(db, id),
     recordFacts: (id, facts, source) => recordResolvedFacts(db, id, facts, source),
@@ -63,7 +67,7 @@ function readsOf(ctx: NodeContext): ClusterReads {
 export function decidePorts(ctx: NodeContext): DecidePorts {
   return {
     ...readsOf(ctx),
-    ...cardsOf(ctx.catalog, ctx.store.db, ctx.config.hubEndpoint),
+    ...cardsOf(ctx.catalog, ctx.store.db, ctx.config),
     isMaster: () => ctx.masterNodeId() === ctx.nodeId,
     index: async (event) => {
       if (ctx.cluster) return await ctx.cluster.submit(event);
@@ -85,7 +89,7 @@ export interface NodePorts extends ClusterReads, Cards {
 export function nodePorts(ctx: NodeContext): NodePorts {
   return {
     ...readsOf(ctx),
-    ...cardsOf(ctx.catalog, ctx.store.db, ctx.config.hubEndpoint),
+    ...cardsOf(ctx.catalog, ctx.store.db, ctx.config),
     route: {
       selfId: ctx.nodeId,
       masterId: () => ctx.masterNodeId(),

@@ -76,7 +76,10 @@ export interface ModelListEntry {
   description: string;
   context_length: number;
   tags: string[];
-  storage_size_megabytes: number;
+  /** Null while the card's size is open (resolved on first placement preview, then recorded): never a made-up 0. */
+  storage_size_megabytes: number | null;
+  /** Not upstream: the exact size in bytes, null while unknown. */
+  storage_size_bytes: number | null;
   supports_tensor: boolean;
   tasks: string[];
   is_custom: boolean;
@@ -146,7 +149,8 @@ export function modelListEntry(card: ModelCard, now = Date.now()): ModelListEntr
       : "Resolved capabilities: text.",
     context_length: card.context_length,
     tags,
-    storage_size_megabytes: Math.round((card.storage_size?.in_bytes ?? 0) / 1_000_000),
+    storage_size_megabytes: card.storage_size ? Math.round(card.storage_size.in_bytes / 1_000_000) : null,
+    storage_size_bytes: card.storage_size?.in_bytes ?? null,
     supports_tensor: card.supports_tensor,
     tasks: card.tasks,
     is_custom: card.is_custom,

@@ -46,6 +46,16 @@ export async function loadResolvedFacts(db: Db, modelId: string): Promise<Resolv
   return { storageBytes: rows[0].storageBytes, header: header.success ? header.data : {} };
 }
 
+/** Every recorded fact set, by model id (the catalogue listing applies them all at once). */
+export async function loadAllResolvedFacts(db: Db): Promise<Map<string, ResolvedFacts>> {
+  const out = new Map<string, ResolvedFacts>();
+  for (const row of await db.select().from(resolvedModelFacts)) {
+    const header = HeaderFactsSchema.safeParse(JSON.parse(row.gguf || "{}"));
+    out.set(row.modelId, { storageBytes: row.storageBytes, header: header.success ? header.data : {} });
+  }
+  return out;
+}
+
 export async function recordResolvedFacts(
   db: Db,
   modelId: string,

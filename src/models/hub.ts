@@ -3,6 +3,8 @@
  * pure choice of which repo files a card needs: the pinned GGUF or its shard group, its projector, or MLX patterns.
  */
 import { z } from "zod";
+import { readBounded } from "../cluster/peers.ts";
+import { modelIdProblem } from "../security/ids.ts";
 import type { ModelCard } from "./card.ts";
 
 /** One file of a repo as the hub lists it; `sha256` is known for LFS files only. */
@@ -97,6 +99,76 @@ export function nextPage(link: string | null): string | null {
   return m ? m[1] : null;
 }
 
+/** Bounds on what the hub may send us: one listing page, one search answer, one config.json. */
+export const HUB_LIMITS = {
+  listingPageBytes: 16 << 20,
+  searchBytes: 4 << 20,
+  jsonFileBytes: 1 << 20,
+} as const;
+
+/** One model of a hub search, as `GET /models/search` answers it (spec §1.10, snake_case). */
+export const HubModelSchema = z.object({
+  id: z.string(),
+  author: z.string().nullable(),
+  downloads: z.number().int().nonnegative(),
+  likes: z.number().int().nonnegative(),
+  last_modified: z.string().nullable(),
+  tags: z.array(z.string()),
+});
+export type HubModel = z.infer<typeof HubModelSchema>;
+
+export interface SearchQuery {
+  query: string;
+  limit: number;
+  /** Only `mlx-community` models (upstream's mlx_only). */
+  mlxOnly: boolean;
+}
+
+const SearchEntrySchema = z.object({
+  id: z.string(),
+  author: z.string().nullish(),
+  downloads: z.number().nullish(),
+  likes: z.number().nullish(),
+  lastModified: z.string().nullish(),
+  tags: z.array(z.unknown()).nullish(),
+});
+
+const count = (n: number | null | undefined) => (Number.isSafeInteger(n) && n! > 0 ? n! : 0);
+
+/**
+ * Pure: the hub's `/api/models` answer to our list, most downloaded first. An entry whose id is not a model id
+ * this node accepts is dropped (a result is only worth showing if it can be added); tags are bounded.
+ */
+export function parseSearch(json: unknown, limit: number): HubModel[] {
+  const entries = z.array(z.unknown()).parse(json);
+  const out: HubModel[] = [];
+  for (const raw of entries) {
+    const e = SearchEntrySchema.safeParse(raw);
+    if (!e.success || modelIdProblem(e.data.id)) continue;
+    out.push({
+      id: e.data.id,
+      author: e.data.author ?? (e.data.id.includes("/") ? e.data.id.split("/")[0] : null),
+      downloads: count(e.data.downloads),
+      likes: count(e.data.likes),
+      last_modified: e.data.lastModified ?? null,
+      tags: (e.data.tags ?? []).filter((t): t is string => typeof t === "string" && t.length <= 100).slice(
+        0,
+        64,
+      ),
+    });
+  }
+  return out.sort((a, b) => b.downloads - a.downloads || a.id.localeCompare(b.id)).slice(0, limit);
+}
+
+/** The hub's listing URL for a search: most downloaded first, only the fields we answer with. */
+export function searchUrl(endpoint: string, q: SearchQuery): string {
+  const p = new URLSearchParams({ sort: "downloads", direction: "-1", limit: String(q.limit) });
+  if (q.query) p.set("search", q.query);
+  if (q.mlxOnly) p.set("author", "mlx-community");
+  for (const f of ["author", "downloads", "likes", "lastModified", "tags"]) p.append("expand[]", f);
+  return `${endpoint}/api/models?${p}`;
+}
+
 export class HubClient {
   constructor(readonly options: HubOptions) {}
 
@@ -110,30 +182,131 @@ export class HubClient {
     return resolveUrl(this.options, repo, path);
   }
 
+  /**
+   * GETs a hub URL and reads its body up to `limit` bytes; network failures, error statuses and oversized
+   * bodies become HubErrors naming `repo` (or the hub) and what was asked.
+   */
+  async #get(
+    url: string,
+    repo: string,
+    what: string,
+    limit: number,
+    init: { signal?: AbortSignal; method?: string } = {},
+  ): Promise<{ res: Response; body: Uint8Array }> {
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method: init.method ?? "GET",
+        headers: this.headers(),
+        signal: init.signal ?? AbortSignal.timeout(30_000),
+      });
+    } catch (e) {
+      if (init.signal?.aborted) throw e;
+      throw new HubError(
+        `${repo}: ${what} at ${this.options.endpoint} failed: ${(e as Error).message}`,
+        null,
+        true,
+      );
+    }
+    if (!res.ok) {
+      await res.body?.cancel();
+      throw hubStatusError(res.status, repo, what, this.options.token !== null);
+    }
+    if (init.method === "HEAD") {
+      await res.body?.cancel();
+      return { res, body: new Uint8Array() };
+    }
+    const body = await readBounded(res, limit).catch((e) => {
+      throw new HubError(
+        `${repo}: ${what} at ${this.options.endpoint} failed: ${(e as Error).message}`,
+        null,
+        true,
+      );
+    });
+    if (!body) {
+      throw new HubError(`${repo}: ${what}: the hub's answer is larger than ${limit} bytes`, null, false);
+    }
+    return { res, body };
+  }
+
+  async #getJson(url: string, repo: string, what: string, limit: number, signal?: AbortSignal) {
+    const { res, body } = await this.#get(url, repo, what, limit, { signal });
+    try {
+      return { res, json: JSON.parse(new TextDecoder().decode(body)) as unknown };
+    } catch {
+      throw new HubError(`${repo}: ${what}: the hub's answer is not JSON`, null, false);
+    }
+  }
+
   /** Every file of the repo at the revision, following the listing's pagination. */
   async listFiles(repo: string, signal?: AbortSignal): Promise<HubFile[]> {
     const files: HubFile[] = [];
     let url: string | null = treeUrl(this.options, repo);
     while (url) {
-      let res: Response;
+      const { res, json } = await this.#getJson(
+        url,
+        repo,
+        "listing files",
+        HUB_LIMITS.listingPageBytes,
+        signal,
+      );
       try {
-        res = await fetch(url, { headers: this.headers(), signal: signal ?? AbortSignal.timeout(30_000) });
+        files.push(...parseTree(json));
       } catch (e) {
-        if (signal?.aborted) throw e;
         throw new HubError(
-          `${repo}: listing files at ${this.options.endpoint} failed: ${(e as Error).message}`,
+          `${repo}: the hub's file listing is not one we can read: ${(e as Error).message}`,
           null,
-          true,
+          false,
         );
       }
-      if (!res.ok) {
-        await res.body?.cancel();
-        throw hubStatusError(res.status, repo, "listing files", this.options.token !== null);
-      }
-      files.push(...parseTree(await res.json()));
       url = nextPage(res.headers.get("link"));
     }
     return files;
+  }
+
+  /** The hub's models matching `q`, most downloaded first (`GET /api/models`). */
+  async search(q: SearchQuery, signal?: AbortSignal): Promise<HubModel[]> {
+    const { json } = await this.#getJson(
+      searchUrl(this.options.endpoint, q),
+      "the hub",
+      "searching models",
+      HUB_LIMITS.searchBytes,
+      signal,
+    );
+    try {
+      return parseSearch(json, q.limit);
+    } catch (e) {
+      throw new HubError(
+        `the hub's search answer is not a list of models: ${(e as Error).message}`,
+        null,
+        false,
+      );
+    }
+  }
+
+  /** A small JSON file of a repo (config.json), bounded. */
+  async readJsonFile(repo: string, path: string, signal?: AbortSignal): Promise<unknown> {
+    return (await this.#getJson(
+      this.fileUrl(repo, path),
+      repo,
+      `reading ${path}`,
+      HUB_LIMITS.jsonFileBytes,
+      signal,
+    ))
+      .json;
+  }
+
+  /** A file's exact size from a HEAD: `X-Linked-Size` (LFS files) first, else the content length. */
+  async fileSize(repo: string, path: string, signal?: AbortSignal): Promise<number> {
+    const { res } = await this.#get(this.fileUrl(repo, path), repo, `sizing ${path}`, 0, {
+      method: "HEAD",
+      signal,
+    });
+    const size = Number(res.headers.get("x-linked-size") ?? res.headers.get("content-length"));
+    if (!Number.isSafeInteger(size) || size <= 0) {
+      throw new HubError(`${repo}: the hub gave no size for ${path}`, null, false);
+    }
+    return size;
   }
 }
 
@@ -151,7 +324,7 @@ export function usesProjector(card: Pick<ModelCard, "mmproj_file" | "capabilitie
 }
 
 /** Projector preference when a repo ships several precisions: smaller first, then the rest by name. */
-function projectorRank(path: string): number {
+export function projectorRank(path: string): number {
   const p = path.toLowerCase();
   return ["f16", "bf16", "q8_0", "f32"].findIndex((t) => p.includes(t)) >>> 0;
 }

@@ -1,6 +1,7 @@
 /**
  * A real HTTP server on loopback in the hub's URL layout (`/{repo}/resolve/main/{file}` with Range, ETag and
- * X-Linked-* headers; `/api/models/{repo}[/tree/main]`) serving fixture files from disk, with injected faults.
+ * X-Linked-* headers; `/api/models/{repo}[/tree/main]`; the `/api/models?search=` listing) serving fixture files
+ * from disk, with injected faults and private repos.
  * Run as a program (`deno run -A tests/helpers/fake-hub.ts <repo>=<dir> ...`) it prints its URL and serves.
  */
 import { createHash } from "node:crypto";
@@ -45,6 +46,14 @@ export interface FakeHub {
   close(): Promise<void>;
 }
 
+/** What the hub's model listing says of a repo (`GET /api/models`). */
+export interface ListedModel {
+  downloads?: number;
+  likes?: number;
+  tags?: string[];
+  lastModified?: string;
+}
+
 export interface FakeHubOptions {
   /** repo id -> directory whose files form the repo. */
   repos: Record<string, string>;
@@ -53,6 +62,10 @@ export interface FakeHubOptions {
   /** Listing without sha256 (non-LFS entries), to test size-only verification. */
   noHashes?: boolean;
   port?: number;
+  /** Listing facts per repo; every repo in `repos` or here is listed by `/api/models` (private ones are not). */
+  listed?: Record<string, ListedModel>;
+  /** Private repos: each needs `Authorization: Bearer <token>` (401 without one, 403 with another). */
+  private?: Record<string, string>;
   /**
    * Entries a hostile hub adds to a repo's listing (`path` as listed, e.g. `../../x`), each served from `file`. A
    * client may send such a path as is and a server normalises it, so the body is served for any request whose path
@@ -165,11 +178,49 @@ export async function startFakeHub(opts: FakeHubOptions): Promise<FakeHub> {
   const steady = new Map<string, Fault>();
   const requests: HubRequest[] = [];
 
+  /** The hub's search: id substring (case-insensitive), author, sorted by a numeric field, limited. */
+  const listing = (q: URLSearchParams): Response => {
+    const ids = new Set([...Object.keys(opts.repos), ...Object.keys(opts.listed ?? {})]);
+    const search = (q.get("search") ?? "").toLowerCase();
+    const author = q.get("author");
+    const sort = (q.get("sort") ?? "downloads") as "downloads" | "likes";
+    const dir = q.get("direction") === "1" ? 1 : -1;
+    const limit = Number(q.get("limit") ?? 1000);
+    const rows = [...ids].filter((id) => !(id in (opts.private ?? {})))
+      .filter((id) => id.toLowerCase().includes(search) && (!author || id.split("/")[0] === author))
+      .map((id) => {
+        const m = opts.listed?.[id] ?? {};
+        return {
+          _id: createHash("sha1").update(id).digest("hex").slice(0, 24),
+          id,
+          author: id.split("/")[0],
+          downloads: m.downloads ?? 0,
+          likes: m.likes ?? 0,
+          lastModified: m.lastModified ?? "2026-01-01T00:00:00.000Z",
+          tags: m.tags ?? [],
+        };
+      })
+      .sort((a, b) => dir * ((a[sort] ?? 0) - (b[sort] ?? 0)) || a.id.localeCompare(b.id));
+    return Response.json(rows.slice(0, limit));
+  };
+
   const handle = (req: Request): Response => {
     const url = new URL(req.url);
     const path = decodeURIComponent(url.pathname);
     if (opts.token && req.headers.get("authorization") !== `Bearer ${opts.token}`) {
       return new Response(JSON.stringify({ error: "Access to this repo is restricted" }), { status: 401 });
+    }
+    if (path === "/api/models") return listing(url.searchParams);
+    const owner = Object.keys(opts.private ?? {}).find((r) =>
+      path.startsWith(`/${r}/`) || path.startsWith(`/api/models/${r}/`) || path === `/api/models/${r}`
+    );
+    if (owner) {
+      const auth = req.headers.get("authorization");
+      if (auth !== `Bearer ${opts.private![owner]}`) {
+        return new Response(JSON.stringify({ error: "Invalid credentials in Authorization header" }), {
+          status: auth ? 403 : 401,
+        });
+      }
     }
     const api = path.match(/^\/api\/models\/(.+?)(?:\/tree\/main)?$/);
     if (api) {

@@ -207,6 +207,24 @@ describe.skipIf(!chromiumInstalled())("the dashboard in headless Chromium agains
     }
   });
 
+  it("shows an open size as 'size unknown' with no fit verdict, never 0 B", async () => {
+    const open = "microsoft/Phi-3-mini-4k-instruct-gguf";
+    expect(Catalog.bundled().get(open)?.storage_size).toBeUndefined();
+    const page = await browser.page({ width: 1280, height: 1000 });
+    try {
+      await page.goto(`${node.url}/model-store`);
+      await page.locator(".model-card").first().waitFor();
+      await page.getByRole("searchbox", { name: "Search" }).fill("Phi-3-mini-4k-instruct-gguf");
+      const card = page.locator(`[data-model-id="${open}"]`);
+      await card.waitFor();
+      await expect(card.locator(".model-facts").textContent()).resolves.toContain("size unknown");
+      await expect(card.textContent()).resolves.not.toMatch(/\b0 B\b|fits|larger than free memory/);
+      await expect(page.locator(".model-card").filter({ hasText: /\b0 B\b/ }).count()).resolves.toBe(0);
+    } finally {
+      await page.close();
+    }
+  });
+
   it("launches a model from the store and watches it become ready", async (ctx) => {
     if (!(await hasRoute(node.url, "POST", "/place_instance"))) {
       console.warn(

@@ -65,6 +65,10 @@ describe("facts resolved on first contact", () => {
 
     it("previews a card whose size was open, records it, and reuses it without the hub", async () => {
       const q = `/instance/previews?model_id=${encodeURIComponent(BGE)}`;
+      const entry = async () =>
+        (await (await fetch(`${node.url}/models`)).json()).data.find((m: { id: string }) => m.id === BGE);
+      // Open until first needed: listed as unknown (null), never as 0.
+      expect(await entry()).toMatchObject({ storage_size_megabytes: null, storage_size_bytes: null });
       const first = await (await fetch(`${node.url}${q}`)).json();
       const ok = first.previews.find((p: { error: string | null }) => p.error === null);
       expect(ok, JSON.stringify(first)).toBeDefined();
@@ -73,6 +77,8 @@ describe("facts resolved on first contact", () => {
       await hub.server.shutdown();
       const again = await (await fetch(`${node.url}${q}`)).json();
       expect(again.previews.some((p: { error: string | null }) => p.error === null)).toBe(true);
+      // Recorded, so the catalogue lists it from then on without asking the hub again.
+      expect(await entry()).toMatchObject({ storage_size_megabytes: 67, storage_size_bytes: 67_000_000 });
       const sql = await skulk([
         "sql",
         "--data-dir",

@@ -9,7 +9,7 @@ let model: string;
 let bigHeader: string;
 
 /** A loopback file server: honours single `bytes=a-b` ranges unless told to ignore them; counts requests. */
-function serveFiles(opts: { ignoreRange?: boolean } = {}) {
+function serveFiles(opts: { ignoreRange?: boolean; overSend?: boolean } = {}) {
   const ranges: string[] = [];
   const ac = new AbortController();
   const server = Deno.serve(
@@ -28,7 +28,8 @@ function serveFiles(opts: { ignoreRange?: boolean } = {}) {
       const m = range.match(/^bytes=(\d+)-(\d+)$/);
       if (!m) return new Response("bad range", { status: 416 });
       const start = Number(m[1]);
-      const end = Math.min(Number(m[2]), bytes.length - 1);
+      // A hostile server: answers 206 but sends the whole rest of the file, whatever the range asked.
+      const end = opts.overSend ? bytes.length - 1 : Math.min(Number(m[2]), bytes.length - 1);
       if (start >= bytes.length) {
         return new Response(null, {
           status: 416,
@@ -129,6 +130,27 @@ describe("readGgufFacts", () => {
       await plain.close();
     }
     await expect(readGgufFacts(`${srv.url}/gone.gguf`)).rejects.toThrow(GgufReadError);
+  });
+
+  it("bounds a remote header: the bytes fetched in all, and each range to what it asked for", async () => {
+    const srv = serveFiles();
+    const hostile = serveFiles({ overSend: true });
+    try {
+      let read = 0;
+      const facts = await readGgufFacts(`${srv.url}/big-header.gguf`, { onRead: (n) => (read += n) });
+      // Grown 2 MB at a time until parsed: the whole header and no more than one range beyond it.
+      expect(read).toBeGreaterThanOrEqual(facts.dataOffset);
+      expect(read).toBeLessThan(facts.dataOffset + 2_000_001);
+      await expect(readGgufFacts(`${srv.url}/big-header.gguf`, { maxBytes: 3_000_000 })).rejects.toThrow(
+        /big-header\.gguf is not parsed after 3000000 bytes \(the bound\)/,
+      );
+      await expect(readGgufFacts(`${hostile.url}/big-header.gguf`)).rejects.toThrow(
+        /sent more than the 2000000 bytes its Range asked for/,
+      );
+    } finally {
+      await srv.close();
+      await hostile.close();
+    }
   });
 
   it("refuses a missing path, a directory and a file that is not GGUF", async () => {

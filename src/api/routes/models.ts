@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { downloadModelId } from "../../cluster/downloads.ts";
 import { isImageCard, modelListEntry } from "../../models/catalog.ts";
+import { applyResolvedFacts, loadAllResolvedFacts } from "../../models/facts.ts";
 import type { ApiEnv } from "../env.ts";
 import { badRequest } from "../errors.ts";
 import { describe } from "../openapi.ts";
@@ -21,7 +22,7 @@ const Query = z.object({ status: z.enum(["downloaded"]).optional() });
 
 export const modelRoutes = new Hono<ApiEnv>();
 for (const path of ["/models", "/v1/models"]) {
-  modelRoutes.get(path, (c) => {
+  modelRoutes.get(path, async (c) => {
     const q = Query.safeParse(c.req.query());
     if (!q.success) throw badRequest("status must be 'downloaded' when given", "status");
     const n = c.var.node;
@@ -35,6 +36,11 @@ for (const path of ["/models", "/v1/models"]) {
       );
       cards = cards.filter((card) => done.has(card.model_id) || card.gguf_path !== undefined);
     }
-    return c.json({ object: "list", data: cards.map((card) => modelListEntry(card)) });
+    // A size resolved once (placement preview) is listed from then on; one still open is listed as null.
+    const facts = await loadAllResolvedFacts(n.store.db);
+    return c.json({
+      object: "list",
+      data: cards.map((card) => modelListEntry(applyResolvedFacts(card, facts.get(card.model_id)))),
+    });
   });
 }

@@ -40,7 +40,7 @@ function useLiveState(): Live {
   }, [tick]);
   useEffect(() => {
     let stopped = false;
-    let timer: number | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const poll = async () => {
       try {
         const s = await getJson<ClusterStateWire>("/state");

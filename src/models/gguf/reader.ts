@@ -9,6 +9,7 @@ import {
   type GGUFParseOutput,
 } from "@huggingface/gguf";
 import { z } from "zod";
+import { readBounded } from "../../cluster/peers.ts";
 
 const count = z.number().int().nonnegative();
 
@@ -174,7 +175,17 @@ export function factsFromParse(
 export interface ReadOptions {
   fetch?: typeof fetch;
   headers?: Record<string, string>;
+  /**
+   * Remote reads: the most bytes fetched before giving up. The parser grows its range 2 MB at a time until the
+   * metadata and tensor list are read; a real header (a 150k-token vocabulary) is under 16 MB.
+   */
+  maxBytes?: number;
+  /** Remote reads: called with each range's byte count (to report what a header cost). */
+  onRead?: (bytes: number) => void;
 }
+
+/** The default bound on a remote header read. */
+export const REMOTE_HEADER_MAX_BYTES = 32 << 20;
 
 const isUrl = (s: string) => /^https?:\/\//i.test(s);
 
@@ -184,6 +195,8 @@ const isUrl = (s: string) => /^https?:\/\//i.test(s);
  */
 export async function readGgufFacts(pathOrUrl: string, opts: ReadOptions = {}): Promise<GgufFacts> {
   let fileBytes: number | undefined;
+  let fetched = 0;
+  const maxBytes = opts.maxBytes ?? REMOTE_HEADER_MAX_BYTES;
   let params: Parameters<typeof parseGguf>[1];
   if (isUrl(pathOrUrl)) {
     const base = opts.fetch ?? fetch;
@@ -205,7 +218,27 @@ export async function readGgufFacts(pathOrUrl: string, opts: ReadOptions = {}): 
       }
       const total = Number(res.headers.get("content-range")?.match(/\/\s*(\d+)\s*$/)?.[1]);
       if (Number.isSafeInteger(total)) fileBytes = total;
-      return res;
+      // The server may not send more than was asked, nor may the header grow past the bound.
+      const asked = new Headers(init?.headers).get("range")?.match(/^bytes=(\d+)-(\d+)$/);
+      const want = asked ? Number(asked[2]) - Number(asked[1]) + 1 : maxBytes;
+      const left = maxBytes - fetched;
+      if (left <= 0) {
+        await res.body?.cancel();
+        throw new GgufReadError(
+          `the GGUF header of ${pathOrUrl} is not parsed after ${fetched} bytes (the bound is ${maxBytes})`,
+        );
+      }
+      const body = await readBounded(res, Math.min(want, left));
+      if (!body) {
+        throw new GgufReadError(
+          want <= left
+            ? `${pathOrUrl} sent more than the ${want} bytes its Range asked for`
+            : `the GGUF header of ${pathOrUrl} is not parsed after ${maxBytes} bytes (the bound)`,
+        );
+      }
+      fetched += body.length;
+      opts.onRead?.(body.length);
+      return new Response(body as Uint8Array<ArrayBuffer>, { status: 206, headers: res.headers });
     };
     params = { fetch: rangedFetch as typeof fetch, additionalFetchHeaders: opts.headers };
   } else {

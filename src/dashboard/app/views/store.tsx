@@ -161,7 +161,8 @@ function PreviewPanel(props: { model: ModelListEntry; live: Live; onClose: () =>
         </button>
       </div>
       <p class="muted">
-        {model.id} · {bytes(model.storage_size_megabytes * 1e6)} ·{" "}
+        {model.id} · {model.storage_size_bytes === null ? "size unknown" : bytes(model.storage_size_bytes)} ·
+        {" "}
         {model.quantization || "unknown quantisation"}
       </p>
       {error && (
@@ -332,10 +333,11 @@ export function StoreView(props: { live: Live }) {
     const text = `${m.id} ${m.family} ${m.quantization} ${m.base_model}`.toLowerCase();
     if (q && !q.toLowerCase().split(/\s+/).every((w) => text.includes(w))) return false;
     if (family && m.family !== family) return false;
-    if (size && sizeBucket(m.storage_size_megabytes * 1e6) !== size) return false;
+    // An open size has no bucket and no fit verdict: it is shown as "size unknown", never as 0 B.
+    if (size && (m.storage_size_bytes === null || sizeBucket(m.storage_size_bytes) !== size)) return false;
     const c = CAPABILITIES.find((c) => c.id === cap);
     if (c && !c.has(m)) return false;
-    if (fits && m.storage_size_megabytes * 1e6 > free) return false;
+    if (fits && (m.storage_size_bytes === null || m.storage_size_bytes > free)) return false;
     const verdict = verdicts.get(m.id);
     if (runsFilter && verdict && !verdict.ok) {
       hidden++;
@@ -343,7 +345,9 @@ export function StoreView(props: { live: Live }) {
       return false;
     }
     return true;
-  }).sort((a, b) => a.storage_size_megabytes - b.storage_size_megabytes);
+  }).sort((a, b) =>
+    (a.storage_size_bytes ?? Number.MAX_SAFE_INTEGER) - (b.storage_size_bytes ?? Number.MAX_SAFE_INTEGER)
+  );
   const val = (e: Event) => (e.target as HTMLInputElement).value;
   return (
     <div class="view">
@@ -420,8 +424,8 @@ export function StoreView(props: { live: Live }) {
         {models && shown.length === 0 && <Empty>No model matches these filters.</Empty>}
         <ul class="models" aria-label="Models">
           {shown.slice(0, limit).map((m) => {
-            const sizeB = m.storage_size_megabytes * 1e6;
-            const tooBig = s !== null && sizeB > free;
+            const sizeB = m.storage_size_bytes;
+            const tooBig = s !== null && sizeB !== null && sizeB > free;
             const verdict = verdicts.get(m.id);
             const cannot = verdict && !verdict.ok ? verdict.reason : null;
             return (
@@ -435,14 +439,14 @@ export function StoreView(props: { live: Live }) {
                 </div>
                 <div class="model-facts">
                   <span>
-                    <strong>{bytes(sizeB)}</strong>
+                    <strong>{sizeB === null ? "size unknown" : bytes(sizeB)}</strong>
                   </span>
                   {m.context_length > 0 && <span>{(m.context_length / 1024).toFixed(0)}K context</span>}
                   {cannot
                     ? <Badge tone="warn">cannot run here</Badge>
                     : tooBig
                     ? <Badge tone="warn">larger than free memory</Badge>
-                    : s && <Badge tone="ok">fits</Badge>}
+                    : s && sizeB !== null && <Badge tone="ok">fits</Badge>}
                 </div>
                 {cannot && <p class="muted small model-why">{cannot}</p>}
                 <div class="tags">{m.tags.map((t) => <span key={t} class="tag">{t}</span>)}</div>
