@@ -45,23 +45,32 @@ export function registerModelsAdd(models: Command): void {
     .description("register a local GGUF file as a custom model card (facts read from its header)")
     .requiredOption("--path <file>", "the GGUF file")
     .option("--id <model_id>", "model id (default local/<file name>)")
+    .option(
+      "--draft <file>",
+      "a smaller GGUF beside it, with the same vocabulary, that drafts for speculative decoding",
+    )
     .option("--data-dir <dir>", "the node's data dir (env SKULK_DATA_DIR)")
     .option("--url <url>", "a node's API URL (default: the daemon on the data dir, if one runs)")
     .option("--config <file>", "skulk.yaml to read")
     .option("--json", "print the added model as JSON")
     .action(async (flags) => {
       const path = resolve(flags.path);
+      const draft = flags.draft ? resolve(flags.draft) : undefined;
       const t = target(flags);
       if (t.url) {
         const entry = await getJson<{ id: string; storage_size_megabytes: number }>(`${t.url}/models/add`, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ gguf_path: path, ...(flags.id ? { model_id: flags.id } : {}) }),
+          body: JSON.stringify({
+            gguf_path: path,
+            ...(flags.id ? { model_id: flags.id } : {}),
+            ...(draft ? { draft_path: draft } : {}),
+          }),
         });
         console.log(flags.json ? JSON.stringify(entry) : `added ${entry.id} on the node at ${t.url}`);
         return;
       }
-      const card = await localCard(path, flags.id).catch((e) => {
+      const card = await localCard(path, flags.id, draft).catch((e) => {
         throw e instanceof LocalModelError ? new CliError(e.message, 2) : e;
       });
       if (Catalog.bundled().get(card.model_id)) {
