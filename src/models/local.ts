@@ -115,11 +115,16 @@ export async function localCard(path: string, modelId?: string, draftPath?: stri
   if (problem) throw new LocalModelError(`model id ${quoted(id)} ${problem}`);
   const card = cardFromFacts(id, path, facts);
   if (draftPath === undefined) return card;
-  const draft = await checkedFacts(draftPath, "draft_path");
+  // Where it is first: nothing outside the model's directory is opened on a request's word.
   const dir = (p: string) => p.slice(0, p.lastIndexOf("/"));
-  if (dir(draftPath) !== dir(path)) {
-    throw new LocalModelError(`draft_path must be a GGUF file in the model's directory ${dir(path)}`);
+  if (!draftPath.startsWith("/") || dir(draftPath) !== dir(path)) {
+    throw new LocalModelError(
+      `draft_path must be an absolute path of a GGUF file in the model's directory ${dir(path)}`,
+    );
   }
+  const draft = await checkedFacts(draftPath, "draft_path").catch((e) => {
+    throw e instanceof LocalModelError ? new LocalModelError(`draft_path: ${e.message}`) : e;
+  });
   if (card.tasks.includes("TextEmbedding")) {
     throw new LocalModelError(`${id} is an embedding model: speculative decoding applies to text generation`);
   }

@@ -158,9 +158,9 @@ describe("acceptance", () => {
 
 describe("draft files", () => {
   const listing = [
-    { path: "model.gguf", size: 10 },
-    { path: "draft.gguf", size: 2 },
-    { path: "other.gguf", size: 3 },
+    { path: "model.gguf", size: 10, sha256: null },
+    { path: "draft.gguf", size: 2, sha256: null },
+    { path: "other.gguf", size: 3, sha256: null },
   ];
 
   it("downloads a drafter kept in the model's own repo with it, and not one from another repo", () => {
