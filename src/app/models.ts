@@ -44,9 +44,11 @@ export async function decideDeleteCard(p: DecidePorts, modelId: string): Promise
 }
 
 /** Registers a local GGUF as a custom card; answers with the catalogue entry this node then lists. */
-export async function addModel(p: NodePorts, ggufPath: string, modelId?: string) {
-  const card = await localCard(ggufPath, modelId).catch((e) => {
-    throw e instanceof LocalModelError ? new Invalid(e.message, "gguf_path") : e;
+export async function addModel(p: NodePorts, ggufPath: string, modelId?: string, draftPath?: string) {
+  const card = await localCard(ggufPath, modelId, draftPath).catch((e) => {
+    throw e instanceof LocalModelError
+      ? new Invalid(e.message, e.message.includes("draft_path") ? "draft_path" : "gguf_path")
+      : e;
   });
   return await addCard(p, card);
 }

@@ -171,6 +171,10 @@ export function registerModelsAdd(models: Command): void {
     )
     .option("--path <file>", "a local GGUF file instead of a hub repo")
     .option("--id <model_id>", "with --path: model id (default local/<file name>)")
+    .option(
+      "--draft <file>",
+      "with --path: a smaller GGUF beside it, with the same vocabulary, that drafts for speculative decoding",
+    )
     .option("--data-dir <dir>", "the node's data dir (env SKULK_DATA_DIR)")
     .option("--url <url>", "a node's API URL (default: the daemon on the data dir, if one runs)")
     .option("--config <file>", "skulk.yaml to read")
@@ -181,18 +185,23 @@ export function registerModelsAdd(models: Command): void {
         return await addFromHub(modelId, flags);
       }
       const path = resolve(flags.path);
+      const draft = flags.draft ? resolve(flags.draft) : undefined;
       const t = target(flags);
       const id: string | undefined = flags.id ?? modelId;
       if (t.url) {
         const entry = await getJson<{ id: string; storage_size_megabytes: number }>(`${t.url}/models/add`, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ gguf_path: path, ...(id ? { model_id: id } : {}) }),
+          body: JSON.stringify({
+            gguf_path: path,
+            ...(id ? { model_id: id } : {}),
+            ...(draft ? { draft_path: draft } : {}),
+          }),
         });
         console.log(flags.json ? JSON.stringify(entry) : `added ${entry.id} on the node at ${t.url}`);
         return;
       }
-      const card = await localCard(path, id).catch((e) => {
+      const card = await localCard(path, id, draft).catch((e) => {
         throw e instanceof LocalModelError ? new CliError(e.message, 2) : e;
       });
       if (Catalog.bundled().get(card.model_id)) {

@@ -8,6 +8,7 @@ import { DetectorSchema } from "../audio/vad.ts";
 import { decodeJoinToken, type JoinToken } from "../cluster/secret.ts";
 import { DEFAULT_RETRY } from "../downloads/retry.ts";
 import { LifelineModeSchema } from "../engines/lifeline.ts";
+import { NgramMode } from "../engines/speculation.ts";
 import { LogFormatSchema, LogLevelSchema } from "../log/mod.ts";
 import { IngestFormatSchema } from "../log/ship.ts";
 
@@ -493,6 +494,15 @@ export const SETTINGS = {
     default: null,
     defaultText: "every core",
     description: "threads each llama-server computes with (`-t`)",
+  }),
+  /** Off by default: n-gram drafts pay off on repetitive output (code edits, quoting) and cost a little elsewhere. */
+  speculationNgram: setting({
+    key: "engines.speculation_ngram",
+    env: "SKULK_SPECULATION_NGRAM",
+    schema: NgramMode,
+    default: "off" as const,
+    description:
+      "n-gram speculative decoding for llama-server models whose card names no drafter: `off`, `ngram-simple`, `ngram-mod`, `ngram-map-k` or `ngram-cache`",
   }),
   sileroVadModel: setting({
     key: "speech.silero_vad_model",

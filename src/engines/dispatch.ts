@@ -8,6 +8,13 @@ import { findEspeak } from "./espeak.ts";
 import { findSherpaOnnx, sherpaProcess } from "./sherpa/engine.ts";
 import { readVoiceDir, type VoiceDir, VoiceDirError } from "./sherpa/voice-dir.ts";
 import { llamaServerProcess } from "./llama-server.ts";
+import {
+  draftInOwnRepo,
+  type DraftModel,
+  type Speculation,
+  SpeculationError,
+  speculationFor,
+} from "./speculation.ts";
 import type { EngineProcess, ProcessRegistry } from "./process.ts";
 import type { EngineSettings } from "./settings.ts";
 import { findWhisperServer, whisperServerProcess } from "./whisper-server.ts";
@@ -45,6 +52,8 @@ export interface PreparedEngine {
   command: string | null;
   /** A neural voice's sample rate and voices (sherpa-onnx), known before it starts. */
   voice?: VoiceDir;
+  /** The speculative decoding llama-server runs with, when any. */
+  speculation?: Speculation;
 }
 
 /** How the worker finds a card's files on this node (or downloads them). */
@@ -53,6 +62,8 @@ export interface ModelFiles {
   file: () => Promise<{ path: string } | { error: string }>;
   /** The directory of a model made of several files (a sherpa-onnx voice). */
   dir: () => Promise<{ path: string } | { error: string }>;
+  /** A draft model from another repo (a companion of the card), found or downloaded like the model. */
+  draft: (d: DraftModel) => Promise<{ path: string } | { error: string }>;
 }
 
 /** What a pool's driver adds to llama-server's command line. */
@@ -132,9 +143,25 @@ export async function prepareEngine(
             "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`",
         };
       }
+      let speculation: Speculation | null;
+      try {
+        speculation = speculationFor(card, { ngram: settings.speculationNgram, pooled: !!llama.rpc?.length });
+      } catch (e) {
+        if (e instanceof SpeculationError) return { error: e.message };
+        throw e;
+      }
       const file = await files.file();
       if ("error" in file) return file;
       const bin = engines.llamaServer;
+      let draftPath: string | null = null;
+      if (speculation?.draft) {
+        // A drafter in the model's own repo came down with it (hub.ts filesForCard); another repo's is a companion.
+        const draft = draftInOwnRepo(card, speculation)
+          ? { path: `${file.path.replace(/\/[^/]+$/, "")}/${speculation.draft.file}` }
+          : await files.draft(speculation.draft);
+        if ("error" in draft) return { error: `the draft model for speculative decoding: ${draft.error}` };
+        draftPath = draft.path;
+      }
       const mmproj = !card.mmproj_file
         ? undefined
         : card.mmproj_file.startsWith("/")
@@ -142,7 +169,7 @@ export async function prepareEngine(
         : `${file.path.replace(/\/[^/]+$/, "")}/${card.mmproj_file}`;
       // llama-server quotes a bad file's first bytes in its log, whose tail a failed runner reports:
       // only a GGUF file ever reaches it.
-      for (const path of [file.path, mmproj]) {
+      for (const path of [file.path, mmproj, draftPath ?? undefined]) {
         if (path !== undefined && !(await isGguf(path))) {
           return { error: `${path} is not a GGUF file; llama-server was not started` };
         }
@@ -150,6 +177,7 @@ export async function prepareEngine(
       return {
         kind: "llama-server",
         command: null,
+        speculation: speculation ?? undefined,
         process: (port, registry) =>
           llamaServerProcess({
             bin,
@@ -161,6 +189,7 @@ export async function prepareEngine(
             rpc: llama.rpc,
             verbosity: llama.verbosity,
             threads: settings.llamaThreads ?? undefined,
+            speculation: speculation ? { spec: speculation, draftPath } : undefined,
           }, registry),
       };
     }

@@ -1,8 +1,9 @@
 /**
  * llama-server as a supervised engine: the command line a placement implies (model, context, GPU layers,
- * RPC donors, embedding mode), bound to 127.0.0.1 on a port from the band, ready when GET /health is 200.
+ * RPC donors, embedding mode, speculative decoding), bound to 127.0.0.1 on a port from the band, ready when GET /health is 200.
  */
 import { answersOk, EngineProcess, type ProcessRegistry } from "./process.ts";
+import { type Speculation, speculationArgs } from "./speculation.ts";
 
 export interface LlamaServerOptions {
   bin: string;
@@ -18,6 +19,8 @@ export interface LlamaServerOptions {
   threads?: number;
   mmproj?: string;
   readyDeadlineMs?: number;
+  /** Speculative decoding, and the local path of its draft model when it has one. */
+  speculation?: { spec: Speculation; draftPath: string | null };
   /** `-lv`: 4 makes llama.cpp log each device's buffers (how a pool split the model). */
   verbosity?: number;
 }
@@ -45,6 +48,10 @@ export function llamaServerArgs(o: LlamaServerOptions): string[] {
   if (o.rpc?.length) args.push("--rpc", o.rpc.join(","));
   if (o.embedding) args.push("--embedding");
   if (o.mmproj) args.push("--mmproj", o.mmproj);
+  if (o.speculation) {
+    // --metrics exposes the acceptance counters the runner's status reads (loopback only, like the engine).
+    args.push(...speculationArgs(o.speculation.spec, o.speculation.draftPath), "--metrics");
+  }
   return args;
 }
 

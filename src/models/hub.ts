@@ -335,7 +335,10 @@ export function projectorRank(path: string): number {
  * present. Other cards: the whole repo except `original/`, `metal/` (and root safetensors for image cards).
  */
 export function filesForCard(
-  card: Pick<ModelCard, "model_id" | "gguf_file" | "mmproj_file" | "capabilities" | "vision" | "tasks">,
+  card: Pick<
+    ModelCard,
+    "model_id" | "gguf_file" | "mmproj_file" | "capabilities" | "vision" | "tasks" | "runtime"
+  >,
   listing: HubFile[],
 ): HubFile[] {
   const byPath = new Map(listing.map((f) => [f.path, f]));
@@ -381,6 +384,18 @@ export function filesForCard(
         projectorRank(a.path) - projectorRank(b.path) || a.path.localeCompare(b.path)
       )[0];
     if (found) chosen.push(found);
+  }
+  // A speculative drafter kept in the model's own repo comes down with it; one from another repo is a
+  // companion the worker fetches as its own download.
+  const rt = card.runtime;
+  if (rt?.served_spec_draft_file && (rt.served_spec_draft_repo ?? card.model_id) === card.model_id) {
+    const draft = byPath.get(rt.served_spec_draft_file);
+    if (!draft) {
+      throw new FileSelectionError(
+        `${card.model_id}: the hub lists no ${rt.served_spec_draft_file} (the card's draft model)`,
+      );
+    }
+    if (!chosen.includes(draft)) chosen.push(draft);
   }
   const config = byPath.get("config.json");
   if (config) chosen.push(config);

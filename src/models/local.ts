@@ -84,9 +84,9 @@ export function cardFromFacts(modelId: string, path: string, f: GgufFacts): Mode
   });
 }
 
-/** Reads and checks a local GGUF and builds its card; every refusal names the path and the reason. */
-export async function localCard(path: string, modelId?: string): Promise<ModelCard> {
-  if (!path.startsWith("/")) throw new LocalModelError(`gguf_path must be an absolute path, got '${path}'`);
+/** Reads a local GGUF's header facts, refusing a relative path, an unreadable header or a truncated file. */
+async function checkedFacts(path: string, field: string): Promise<GgufFacts> {
+  if (!path.startsWith("/")) throw new LocalModelError(`${field} must be an absolute path, got '${path}'`);
   let facts: GgufFacts;
   try {
     facts = await readGgufFacts(path);
@@ -100,10 +100,40 @@ export async function localCard(path: string, modelId?: string): Promise<ModelCa
       `${path} is truncated: its header describes ${needed} bytes, the file has ${facts.fileBytes}`,
     );
   }
+  return facts;
+}
+
+/**
+ * Reads and checks a local GGUF and builds its card; every refusal names the path and the reason. With
+ * `draftPath`, a smaller model of the same vocabulary drafts for it (llama-server `--spec-type draft-simple`):
+ * it must sit beside the model, so the card names it by file name only, as a repo's card names its files.
+ */
+export async function localCard(path: string, modelId?: string, draftPath?: string): Promise<ModelCard> {
+  const facts = await checkedFacts(path, "gguf_path");
   const id = modelId ?? defaultLocalModelId(path);
   const problem = modelIdProblem(id);
   if (problem) throw new LocalModelError(`model id ${quoted(id)} ${problem}`);
-  return cardFromFacts(id, path, facts);
+  const card = cardFromFacts(id, path, facts);
+  if (draftPath === undefined) return card;
+  // Where it is first: nothing outside the model's directory is opened on a request's word.
+  const dir = (p: string) => p.slice(0, p.lastIndexOf("/"));
+  if (!draftPath.startsWith("/") || dir(draftPath) !== dir(path)) {
+    throw new LocalModelError(
+      `draft_path must be an absolute path of a GGUF file in the model's directory ${dir(path)}`,
+    );
+  }
+  const draft = await checkedFacts(draftPath, "draft_path").catch((e) => {
+    throw e instanceof LocalModelError ? new LocalModelError(`draft_path: ${e.message}`) : e;
+  });
+  if (card.tasks.includes("TextEmbedding")) {
+    throw new LocalModelError(`${id} is an embedding model: speculative decoding applies to text generation`);
+  }
+  return ModelCardSchema.parse({
+    ...card,
+    // The draft's weights and KV cache load beside the model's: placement counts both.
+    storage_size: { in_bytes: (card.storage_size?.in_bytes ?? 0) + (draft.fileBytes ?? 0) },
+    runtime: { served_spec_type: "draft_simple", served_spec_draft_file: basename(draftPath) },
+  });
 }
 
 /** Every custom card kept in SQLite; a row that no longer parses is skipped and reported, never fatal. */

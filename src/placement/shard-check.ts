@@ -94,5 +94,16 @@ export function modelPathRefusal(
       `its mmproj_file '${mmproj.slice(0, 200)}' is neither beside the model file nor registered`,
     );
   }
+  // A speculative drafter in the model's own folder: a local model's is the one registered with it.
+  const draft = card.runtime?.served_spec_draft_file;
+  const ownRepo = (card.runtime?.served_spec_draft_repo ?? card.model_id) === card.model_id;
+  if (
+    draft !== undefined && ownRepo &&
+    (card.gguf_path !== undefined
+      ? draft !== registered?.runtime?.served_spec_draft_file
+      : !staysInside(resolve(modelsDir, folder), draft))
+  ) {
+    return refuse(`its draft model '${draft.slice(0, 200)}' is neither in the model's folder nor registered`);
+  }
   return null;
 }

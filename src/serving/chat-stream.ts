@@ -3,6 +3,7 @@
  * `object: "chat.completion"` and the command id, each tool call whole in one delta, usage on the final
  * chunk, `: generation_stats`, then `data: [DONE]`. Pure: feed it data payloads, it returns SSE text.
  */
+import { withAcceptance } from "../engines/speculation.ts";
 import { newToolCallId, toolCallFromText } from "./forced-tools.ts";
 
 interface ToolCallAcc {
@@ -29,6 +30,9 @@ interface UpstreamChunk {
     predicted_n?: number;
     prompt_per_second?: number;
     predicted_per_second?: number;
+    /** Speculative decoding: tokens drafted and how many of them the model accepted. */
+    draft_n?: number;
+    draft_n_accepted?: number;
   };
 }
 
@@ -150,7 +154,7 @@ export class ChatStreamTranslator {
     if (this.#done) return "";
     this.#done = true;
     let out = "";
-    const usage = this.#usage;
+    const usage = withAcceptance(this.#usage, this.#timings) ?? null;
     const forced = this.#forcedText !== null ? toolCallFromText(this.#forcedText, newToolCallId()) : null;
     if (forced) {
       this.#tools.set(0, {
@@ -182,6 +186,7 @@ export class ChatStreamTranslator {
           generation_tps: t.predicted_per_second ?? null,
           prompt_tokens: t.prompt_n ?? null,
           generation_tokens: t.predicted_n ?? null,
+          ...(t.draft_n ? { draft_tokens: t.draft_n, draft_accepted: t.draft_n_accepted ?? 0 } : {}),
         })
       }\n\n`;
     }

@@ -6,9 +6,10 @@
 import type { ShardMetadata } from "../cluster/instances.ts";
 import type { Config } from "../config/schema.ts";
 import { DownloadCancelled } from "../downloads/errors.ts";
-import { type DownloadManager, ggufPath } from "../downloads/manager.ts";
+import { type DownloadManager, fullShard, ggufPath } from "../downloads/manager.ts";
+import type { DraftModel } from "../engines/speculation.ts";
 import { containedFile, containedModelDir } from "../downloads/local.ts";
-import type { ModelCard } from "../models/card.ts";
+import { type ModelCard, ModelCardSchema } from "../models/card.ts";
 import { UntrustedInputError } from "../security/ids.ts";
 
 /** What obtaining a model's files needs of the node: its settings and, when it runs one, its downloads. */
@@ -120,4 +121,26 @@ export async function obtainModelDir(
     if (e instanceof DownloadCancelled) return { error: `the download of ${card.model_id} was cancelled` };
     return { error: `download failed: ${(e as Error).message}` };
   }
+}
+
+/**
+ * A speculative decoder's draft model from its own repo: a companion of the card, found under the models dir
+ * like any model's file or downloaded through the same manager (its progress shows under the draft's repo id).
+ */
+export async function obtainDraftFile(
+  ctx: ModelFilesPorts,
+  draft: DraftModel,
+  signal: AbortSignal,
+): Promise<{ path: string } | { error: string }> {
+  // Only what names and fetches the file: the draft is never placed on its own.
+  const companion = ModelCardSchema.parse({
+    model_id: draft.repo,
+    gguf_file: draft.file,
+    n_layers: 1,
+    hidden_size: 1,
+    supports_tensor: false,
+    tasks: ["TextGeneration"],
+    placement: { compatible_backends: ["llama_server"] },
+  });
+  return await obtainModelFile(ctx, companion, fullShard(companion), signal);
 }

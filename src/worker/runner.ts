@@ -5,6 +5,7 @@
 import type { EngineKind } from "../engines/dispatch.ts";
 import type { EngineProcess } from "../engines/process.ts";
 import type { VoiceDir } from "../engines/sherpa/voice-dir.ts";
+import type { Speculation } from "../engines/speculation.ts";
 import type { ModelCard } from "../models/card.ts";
 import type { LocalPhase } from "./plan.ts";
 
@@ -31,4 +32,6 @@ export interface LocalRunner {
   card?: ModelCard;
   /** A neural voice's sample rate and voices (sherpa-onnx runners). */
   voice?: VoiceDir;
+  /** The speculative decoding its llama-server runs with, when any. */
+  speculation?: Speculation;
 }

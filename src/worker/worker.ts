@@ -29,7 +29,7 @@ import { type LocalPhase, planWorker, type WorkerAction } from "./plan.ts";
 import type { LocalRunner } from "./runner.ts";
 // The type's old home, for importers written before it moved to runner.ts.
 export type { LocalRunner } from "./runner.ts";
-import { modelsDir, obtainModelDir, obtainModelFile } from "./model-files.ts";
+import { modelsDir, obtainDraftFile, obtainModelDir, obtainModelFile } from "./model-files.ts";
 import { poolRole, waitForDonors } from "./pooled.ts";
 
 const log = logger("worker");
@@ -245,6 +245,7 @@ export class Worker implements Plane<NodeContext> {
       {
         file: () => obtainModelFile(this.#ctx, card, shard, runner.abort.signal),
         dir: () => obtainModelDir(this.#ctx, card, shard, runner.abort.signal),
+        draft: (d) => obtainDraftFile(this.#ctx, d, runner.abort.signal),
       },
       engineSettings(this.#ctx.config),
       // The load log then names each RPC device and its share ("RPC0[host:port] model buffer size").
@@ -266,6 +267,7 @@ export class Worker implements Plane<NodeContext> {
     runner.card = card;
     runner.command = prepared.command;
     runner.voice = prepared.voice;
+    runner.speculation = prepared.speculation;
     if (!prepared.process) {
       return this.#ready(runner, null, `serves ${runner.modelId} with ${prepared.kind}, run per request`);
     }

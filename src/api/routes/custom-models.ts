@@ -23,6 +23,8 @@ export const AddModelBody = z.object({
   quant: QuantSchema.optional(),
   /** Not upstream: an absolute path of a GGUF file on this node. */
   gguf_path: z.string().min(1).optional(),
+  /** Not upstream: a draft model beside gguf_path, for speculative decoding (draft-simple). */
+  draft_path: z.string().min(1).optional(),
 }).strict();
 
 export const DeletedBody = z.object({ message: z.string(), model_id: z.string() });
@@ -116,8 +118,9 @@ customModelRoutes.get("/models/search", async (c) => {
 
 customModelRoutes.post("/models/add", async (c) => {
   const body = await readJson(c, AddModelBody);
+  if (body.draft_path && !body.gguf_path) throw badRequest("draft_path needs gguf_path", "draft_path");
   if (body.gguf_path) {
-    return c.json(await addModel(nodePorts(c.var.node), body.gguf_path, body.model_id));
+    return c.json(await addModel(nodePorts(c.var.node), body.gguf_path, body.model_id, body.draft_path));
   }
   if (!body.model_id) {
     throw badRequest("send model_id (a hub id) or gguf_path (a local GGUF file)", "model_id");

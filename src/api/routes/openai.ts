@@ -10,6 +10,7 @@ import { logger } from "../../log/mod.ts";
 import { metricsOf, noteTarget, streamObserver } from "../../metrics/node.ts";
 import { generationOf } from "../../metrics/registry.ts";
 import type { NodeContext } from "../../node/context.ts";
+import { withAcceptance } from "../../engines/speculation.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
@@ -449,6 +450,9 @@ export async function chatGeneration(
   }
   try {
     const reply = await res.json() as Record<string, unknown>;
+    if (reply.usage && typeof reply.usage === "object") {
+      reply.usage = withAcceptance(reply.usage as Record<string, unknown>, reply.timings);
+    }
     metricsOf(ctx).generation(generationOf(model, reply.usage, reply.timings, null));
     return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
   } catch (e) {
