@@ -5,6 +5,7 @@
 import { instanceBody } from "../cluster/instances.ts";
 import type { ClusterState } from "../cluster/state.ts";
 import { untag } from "../cluster/tagged.ts";
+import { extensionsStatus } from "../extensions/plane.ts";
 import { logFile, shippingStats } from "../log/mod.ts";
 import type { NodeContext } from "../node/context.ts";
 import { VERSION } from "../version.ts";
@@ -194,6 +195,9 @@ async function nodeDiagnosticsWithSamples(
       `log shipping dropped ${shipping.dropped} line(s) (${shipping.lastError ?? "buffer full"})`,
     );
   }
+  for (const r of extensionsStatus(ctx).refused) {
+    warnings.push(`extension ${r.name ?? r.source} refused: ${r.reason}`);
+  }
   if (shipping && shipping.failuresInARow > 0) {
     warnings.push(`log shipping is failing: ${shipping.lastError}`);
   }
@@ -274,6 +278,7 @@ async function nodeDiagnosticsWithSamples(
       held: ctx.flight?.entries().length ?? 0,
       noted: ctx.flight?.noted ?? 0,
     },
+    extensions: extensionsStatus(ctx),
     warnings,
   };
   return [diag, raw];

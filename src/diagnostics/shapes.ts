@@ -3,6 +3,7 @@
  * routes answer them, peers parse them, tests check real answers against them.
  */
 import { z } from "zod";
+import { ExtensionsStatusSchema } from "../extensions/api.ts";
 import {
   NodeDiskInfoSchema,
   NodeMemoryInfoSchema,
@@ -162,6 +163,8 @@ export const NodeDiagnosticsSchema = z.object({
   placements: z.array(PlacementDiagSchema),
   logging: LoggingDiagSchema,
   flightRecorder: FlightRecorderStatsSchema,
+  /** Ours: the extensions this node loaded and refused (docs/extensions.md). */
+  extensions: ExtensionsStatusSchema,
   warnings: z.array(z.string()),
 }).strict();
 export type NodeDiagnostics = z.infer<typeof NodeDiagnosticsSchema>;

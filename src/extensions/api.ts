@@ -116,33 +116,37 @@ export const ChatRequestShape = z.looseObject({
   messages: z.array(z.looseObject({ role: z.string().min(1) })).min(1, "messages must not be empty"),
 });
 
-export type Hook = "setup" | "onChatRequest" | "onChatResponse" | "teardown";
+export const HookSchema = z.enum(["setup", "onChatRequest", "onChatResponse", "teardown"]);
+export type Hook = z.infer<typeof HookSchema>;
 
-/** An extension this node runs, as `GET /v1/extensions` shows it. */
-export interface LoadedStatus {
-  name: string;
-  source: string;
-  hooks: Hook[];
-  calls: { onChatRequest: number; onChatResponse: number };
+/** An extension this node runs, as `GET /v1/extensions` (and node diagnostics) show it. */
+export const LoadedStatusSchema = z.object({
+  name: z.string(),
+  source: z.string(),
+  hooks: z.array(HookSchema),
+  calls: z.object({ onChatRequest: z.number(), onChatResponse: z.number() }),
   /** Hook runs that threw or rejected, or returned an unusable request. */
-  errors: number;
+  errors: z.number(),
   /** Hook runs abandoned at their budget. */
-  timeouts: number;
-  lastError: { hook: Hook; message: string; at: string } | null;
-}
+  timeouts: z.number(),
+  lastError: z.object({ hook: HookSchema, message: z.string(), at: z.string() }).nullable(),
+});
+export type LoadedStatus = z.infer<typeof LoadedStatusSchema>;
 
 /** An extension named in the settings that this node does not run, and why. */
-export interface RefusedStatus {
-  source: string;
-  name: string | null;
-  reason: string;
-}
+export const RefusedStatusSchema = z.object({
+  source: z.string(),
+  name: z.string().nullable(),
+  reason: z.string(),
+});
+export type RefusedStatus = z.infer<typeof RefusedStatusSchema>;
 
-export interface ExtensionsStatus {
-  apiVersion: number;
+export const ExtensionsStatusSchema = z.object({
+  apiVersion: z.number(),
   /** False when `extensions.disable` (SKULK_EXTENSIONS_DISABLE) turned every extension off. */
-  enabled: boolean;
-  requestBudgetMs: number;
-  loaded: LoadedStatus[];
-  refused: RefusedStatus[];
-}
+  enabled: z.boolean(),
+  requestBudgetMs: z.number(),
+  loaded: z.array(LoadedStatusSchema),
+  refused: z.array(RefusedStatusSchema),
+});
+export type ExtensionsStatus = z.infer<typeof ExtensionsStatusSchema>;

@@ -4,6 +4,7 @@
  * client's text and usage, throwing, slow and wrong-version extensions contained, the example extensions, a
  * forwarded request transformed once on the node the client called, and the kill switch.
  */
+import { NodeDiagnosticsSchema } from "../../src/diagnostics/shapes.ts";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse, stringify } from "yaml";
 import { launchBrowser } from "../helpers/browser.ts";
@@ -263,6 +264,10 @@ describe("extensions on a real node", () => {
     const missing = s.refused.find((r) => r.source.endsWith("missing.js"));
     expect(missing?.reason).toMatch(/cannot be loaded/);
     expect(a.log()).toMatch(/extension .*future\.js refused: future requires extension API version 2/);
+    // Node diagnostics carry the same status, and a refusal is a warning there.
+    const diag = NodeDiagnosticsSchema.parse(await (await fetch(`${a.url}/v1/diagnostics/node`)).json());
+    expect(diag.extensions.loaded.map((e) => e.name)).toEqual(s.loaded.map((e) => e.name));
+    expect(diag.warnings.some((w) => /extension future refused: .*API version 2/.test(w))).toBe(true);
   });
 
   it("the dashboard's settings list them, and saving the form keeps their config", async () => {
