@@ -33,6 +33,7 @@ import { stateRoutes } from "./routes/state.ts";
 import { clusterRoutes } from "./routes/cluster.ts";
 import { runnerRoutes } from "./routes/runners.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
+import { traceRequests, traceRoutes } from "./routes/traces.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -97,6 +98,9 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
     );
   }
 
+  // After the key check: it reuses that check's verdict on a forwarded request's signature.
+  app.use("*", traceRequests);
+
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/", nodeRoutes);
   app.route("/", runnerRoutes);
@@ -117,6 +121,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", dashboardRoutes);
   app.route("/", downloadRoutes);
   app.route("/", metricsRoutes);
+  app.route("/", traceRoutes);
   extras.mount?.(app);
 
   app.notFound((c) =>

@@ -390,6 +390,13 @@ export const SETTINGS = {
     default: 168,
     description: "how long telemetry history is kept",
   }),
+  tracingRetentionDays: setting({
+    key: "tracing.retention_days",
+    env: "SKULK_TRACING_RETENTION_DAYS",
+    schema: z.coerce.number().finite("must be a number of days"),
+    default: 3,
+    description: "traces older than this many days are deleted (0 or less: kept)",
+  }),
   /** The realtime route's turn detector when a session names none (`turn_detection.detector`). */
   speechVad: setting({
     key: "speech.vad",

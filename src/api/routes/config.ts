@@ -156,8 +156,8 @@ export const configRoutes = new Hono<ApiEnv>()
     });
   });
 
-/** Waits (bounded) until this node applied what it submitted: the master acknowledged, replication lags. */
-async function appliedHere(done: () => boolean): Promise<void> {
+/** Waits (bounded) until this node applied what it submitted (the master acknowledged, replication lags); also PUT /v1/tracing. */
+export async function appliedHere(done: () => boolean): Promise<void> {
   const deadline = Date.now() + APPLY_WAIT_MS;
   while (!done()) {
     if (Date.now() > deadline) {

@@ -1,0 +1,222 @@
+/**
+ * Request tracing on real nodes: `PUT /v1/tracing` on a follower turns it on for the cluster, a chat sent to
+ * one node and forwarded to the node that drives the model leaves spans on both under one task id, readable
+ * through the cluster routes and as a Chrome trace file, and through `skulk sql`; an unsigned task id is ignored.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
+import { tinyModel } from "../helpers/models.ts";
+import {
+  llamaNodes,
+  localCardWire,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../helpers/cluster.ts";
+import { skulk } from "../helpers/daemon.ts";
+
+const MODEL = "skulk-test/tracing-tiny";
+const nodes = llamaNodes();
+afterAll(nodes.killAll);
+
+interface TraceView {
+  taskId: string;
+  traces: {
+    name: string;
+    category: string;
+    nodeId: string;
+    rank: number;
+    startUs: number;
+    durationUs: number;
+    attrs: Record<string, unknown>;
+  }[];
+  sourceNodes: { nodeId: string }[];
+  partial?: unknown[];
+}
+
+async function chat(url: string, stream: boolean, headers: Record<string, string> = {}): Promise<Response> {
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify({
+      model: MODEL,
+      messages: [{ role: "user", content: "Hi" }],
+      max_tokens: 8,
+      stream,
+    }),
+  });
+  return res;
+}
+
+describe("request tracing across two nodes", () => {
+  it("joins a forwarded request's spans from both nodes under one task id", async () => {
+    const a = await nodes.start(["--force-master"]);
+    const b = await nodes.start(["--peer", `127.0.0.1:${a.port}`]);
+    expect(await oneMaster([a.url, b.url])).toBe(a.nodeId);
+    await waitFor("both nodes seeing each other", async () => {
+      const s = await json<{ lastSeen: Record<string, string> }>(`${b.url}/state`);
+      return Object.keys(s.lastSeen).length === 2;
+    });
+    // Placed on b through a: b drives the model, so a chat sent to a is forwarded.
+    const instance = singleNodeInstance(b.nodeId, localCardWire(MODEL, await tinyModel()));
+    const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+    expect((await postInstance(a, instance, [a, b])).status).toBe(200);
+    for (const u of [a.url, b.url]) {
+      await waitForState(
+        u,
+        (s) => runnerTag(s, runnerId) === "RunnerReady",
+        `the runner ready on ${u}`,
+        240_000,
+      );
+    }
+    await waitFor("a seeing the model ready", async () => (await chat(a.url, false)).ok, 60_000);
+
+    // Off by default: no task id on the answer, nothing stored.
+    expect(await json(`${a.url}/v1/tracing`)).toEqual({ enabled: false });
+    const untraced = await chat(a.url, false);
+    expect(untraced.status).toBe(200);
+    expect(untraced.headers.get("x-skulk-task-id")).toBeNull();
+    await untraced.body?.cancel();
+
+    // Turned on through the follower: the master indexes it, every node applies it.
+    const put = await fetch(`${b.url}/v1/tracing`, {
+      method: "PUT",
+      body: JSON.stringify({ enabled: true }),
+    });
+    expect(put.status).toBe(200);
+    expect(await put.json()).toEqual({ enabled: true });
+    await waitFor(
+      "both nodes tracing",
+      async () =>
+        (await json<{ enabled: boolean }>(`${a.url}/v1/tracing`)).enabled &&
+        (await json<{ enabled: boolean }>(`${b.url}/v1/tracing`)).enabled,
+    );
+    const bad = await fetch(`${a.url}/v1/tracing`, {
+      method: "PUT",
+      body: JSON.stringify({ enabled: "yes" }),
+    });
+    expect(bad.status).toBe(400);
+
+    // Streamed through a to b, which drives the model.
+    const res = await chat(a.url, true);
+    expect(res.status).toBe(200);
+    const taskId = res.headers.get("x-skulk-task-id")!;
+    expect(taskId).toMatch(/^[0-9a-f-]{36}$/);
+    expect((await res.text()).trimEnd().endsWith("data: [DONE]")).toBe(true);
+
+    let last: unknown = null;
+    const view = await waitFor("spans from both nodes", async () => {
+      const v = await json<TraceView>(`${a.url}/v1/traces/cluster/${taskId}`);
+      last = v;
+      const from = new Set(v.traces.map((t) => t.nodeId));
+      return from.has(a.nodeId) && from.has(b.nodeId) ? v : null;
+    }).catch((e) => {
+      throw new Error(`${(e as Error).message}; last answer ${JSON.stringify(last)}`);
+    });
+    expect(view.partial).toBeUndefined();
+    expect(view.sourceNodes.map((n) => n.nodeId)).toEqual([a.nodeId, b.nodeId]);
+    const on = (node: string) => view.traces.filter((t) => t.nodeId === node).map((t) => t.category);
+    expect(on(a.nodeId)).toEqual(
+      expect.arrayContaining(["request", "receive", "route", "forward", "stream"]),
+    );
+    expect(on(b.nodeId)).toEqual(
+      expect.arrayContaining(["request", "receive", "route", "queue", "prefill", "decode", "stream"]),
+    );
+    const forward = view.traces.find((t) => t.category === "forward")!;
+    expect(forward.attrs.toNode).toBe(b.nodeId);
+    const served = view.traces.find((t) => t.nodeId === b.nodeId && t.category === "request")!;
+    expect(served.attrs.forwardedBy).toBe(a.nodeId);
+    expect(served.rank).toBe(1);
+    const decode = view.traces.find((t) => t.category === "decode")!;
+    expect(Number(decode.attrs.tokens)).toBeGreaterThan(0);
+    // The serving node's work lies inside the forward (same machine, one clock).
+    expect(served.startUs).toBeGreaterThanOrEqual(forward.startUs);
+    expect(served.startUs + served.durationUs).toBeLessThanOrEqual(forward.startUs + forward.durationUs);
+
+    // Each node's local route holds its own spans only.
+    const local = await json<TraceView>(`${b.url}/v1/traces/${taskId}`);
+    expect(new Set(local.traces.map((t) => t.nodeId))).toEqual(new Set([b.nodeId]));
+
+    // The Chrome trace file: complete events with numeric times, one named thread per node.
+    const raw = await fetch(`${b.url}/v1/traces/cluster/${taskId}/raw`);
+    expect(raw.status).toBe(200);
+    expect(raw.headers.get("content-disposition")).toContain(`trace_${taskId}.json`);
+    const chrome = await raw.json() as { traceEvents: Record<string, unknown>[] };
+    const complete = chrome.traceEvents.filter((e) => e.ph === "X");
+    expect(complete.length).toBe(view.traces.length);
+    for (const e of complete) {
+      expect(typeof e.name).toBe("string");
+      expect(Number.isInteger(e.ts) && Number.isInteger(e.dur) && (e.dur as number) >= 0).toBe(true);
+      expect(e.pid).toBe(0);
+      expect([0, 1]).toContain(e.tid);
+    }
+    const threads = chrome.traceEvents.filter((e) => e.ph === "M" && e.name === "thread_name");
+    expect(threads.map((t) => t.tid).sort()).toEqual([0, 1]);
+
+    const stats = await json<
+      {
+        totalWallTimeUs: number;
+        byCategory: Record<string, { count: number }>;
+        byRank: Record<string, unknown>;
+      }
+    >(
+      `${a.url}/v1/traces/cluster/${taskId}/stats`,
+    );
+    expect(stats.totalWallTimeUs).toBeGreaterThan(0);
+    expect(stats.byCategory.decode.count).toBe(1);
+    expect(Object.keys(stats.byRank).sort()).toEqual(["0", "1"]);
+
+    const list = await json<
+      { traces: { taskId: string; sourceNodes: { nodeId: string }[]; modelId: string }[] }
+    >(
+      `${b.url}/v1/traces/cluster`,
+    );
+    const entry = list.traces.find((t) => t.taskId === taskId)!;
+    expect(entry.modelId).toBe(MODEL);
+    expect(entry.sourceNodes.map((n) => n.nodeId).sort()).toEqual([a.nodeId, b.nodeId].sort());
+
+    // A task id a client sends, even with the forwarded-by mark, is not trusted without a peer signature.
+    const forged = crypto.randomUUID();
+    const f = await chat(b.url, false, { "x-skulk-forwarded-by": a.nodeId, "x-skulk-task-id": forged });
+    await f.body?.cancel();
+    expect((await fetch(`${b.url}/v1/traces/cluster/${forged}`)).status).toBe(404);
+
+    // Ids are validated; an unknown one is a 404 naming it.
+    const badId = await fetch(`${a.url}/v1/traces/..%2F..%2Fetc`);
+    expect(badId.status).toBe(400);
+    expect((await badId.json()).error.message).toContain("task_id");
+    const unknown = crypto.randomUUID();
+    const missing = await fetch(`${a.url}/v1/traces/${unknown}`);
+    expect(missing.status).toBe(404);
+    expect((await missing.json()).error.message).toBe(`Trace not found: ${unknown}`);
+    expect((await fetch(`${a.url}/v1/traces?limit=100000`)).status).toBe(400);
+
+    // The spans are rows `skulk sql` reads.
+    const sql = await skulk([
+      "sql",
+      "--json",
+      "--data-dir",
+      b.dataDir,
+      `SELECT category, node_id FROM trace_spans WHERE task_id = '${taskId}'`,
+    ]);
+    expect(sql.code).toBe(0);
+    const rows = JSON.parse(sql.stdout) as { category: string; node_id: string }[];
+    expect(rows.map((r) => r.category)).toContain("decode");
+    expect(new Set(rows.map((r) => r.node_id))).toEqual(new Set([b.nodeId]));
+
+    // Off again, through the master: new requests carry no task id.
+    const off = await fetch(`${a.url}/v1/tracing`, {
+      method: "PUT",
+      body: JSON.stringify({ enabled: false }),
+    });
+    expect(await off.json()).toEqual({ enabled: false });
+    await waitFor(
+      "b not tracing",
+      async () => !(await json<{ enabled: boolean }>(`${b.url}/v1/tracing`)).enabled,
+    );
+    const after = await chat(a.url, false);
+    expect(after.headers.get("x-skulk-task-id")).toBeNull();
+    await after.body?.cancel();
+  }, 420_000);
+});
