@@ -3,7 +3,7 @@
  * that it decodes at a pace closer to real models, so per-token work in the node is weighed fairly).
  */
 import { type Daemon, startDaemon } from "../../tests/helpers/daemon.ts";
-import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../../tests/helpers/cluster.ts";
+import { localCardWire, placeOnNode } from "../../tests/helpers/cluster.ts";
 import { engineBinary, tinyModel } from "../../tests/helpers/models.ts";
 
 export const arg = (name: string, dflt: number): number => {
@@ -29,13 +29,10 @@ export async function benchNode(): Promise<{ node: Daemon; modelFile: string }> 
   });
   try {
     const card = localCardWire(BENCH_MODEL, modelFile, { nLayers: layers, hiddenSize: width });
-    const instance = singleNodeInstance(node.nodeId, card, 4096);
-    await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) =>
-      r.body?.cancel()
-    );
-    const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-    await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner", 120_000);
+    // Registers the card first: POST /instance serves catalogue models only.
+    await placeOnNode(node, card, 4096, 180_000);
   } catch (e) {
+    console.error(node.log().slice(-3000));
     await node.stop();
     throw e;
   }

@@ -12,6 +12,8 @@ import { json, waitFor } from "../helpers/multinode.ts";
 
 const MODEL = "skulk-test/dashboard-traces";
 const nodes = llamaNodes();
+/** SKULK_SCREENSHOTS=docs/img saves the screenshot docs/dashboard.md shows. */
+const SHOTS = Deno.env.get("SKULK_SCREENSHOTS");
 
 describe.skipIf(!chromiumInstalled())("the observability view in headless Chromium", () => {
   let node: Daemon;
@@ -76,6 +78,11 @@ describe.skipIf(!chromiumInstalled())("the observability view in headless Chromi
         })
       );
       expect(geometry.every(Boolean)).toBe(true);
+
+      if (SHOTS) {
+        Deno.mkdirSync(SHOTS, { recursive: true });
+        await page.screenshot({ path: `${SHOTS}/observability.png`, fullPage: true });
+      }
 
       // Opened again from a link: the trace is in the URL.
       await page.goto(`${node.url}/observability?trace=${taskId}`);
