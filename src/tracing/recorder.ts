@@ -46,8 +46,10 @@ export function beginTrace(
   });
 }
 
-export function traceIdOf(req: object): string | undefined {
-  return active.get(req)?.taskId;
+/** The task id of a request being traced that reached routing (only such a request leaves spans). */
+export function routedTraceOf(req: object): string | undefined {
+  const a = active.get(req);
+  return a?.marks.routeStart !== undefined ? a.taskId : undefined;
 }
 
 type Mark = "routeStart" | "routed" | "engineCall" | "engineAnswered" | "forwardAnswered";

@@ -205,6 +205,14 @@ describe("request tracing across two nodes", () => {
     expect(rows.map((r) => r.category)).toContain("decode");
     expect(new Set(rows.map((r) => r.node_id))).toEqual(new Set([b.nodeId]));
 
+    // A POST that is not a generation is not traced.
+    const place = await fetch(`${a.url}/v1/traces/delete`, {
+      method: "POST",
+      body: JSON.stringify({ taskIds: [] }),
+    });
+    expect(place.headers.get("x-skulk-task-id")).toBeNull();
+    expect(await place.json()).toEqual({ deleted: [], notFound: [] });
+
     // Off again, through the master: new requests carry no task id.
     const off = await fetch(`${a.url}/v1/tracing`, {
       method: "PUT",
@@ -218,5 +226,27 @@ describe("request tracing across two nodes", () => {
     const after = await chat(a.url, false);
     expect(after.headers.get("x-skulk-task-id")).toBeNull();
     await after.body?.cancel();
+
+    // With b gone, the cluster list still answers with a's traces and names b as missing; deleting a's part
+    // of the trace leaves it unknown there.
+    await b.kill();
+    const partial = await json<
+      { traces: { taskId: string }[]; partial: { nodeId: string; error: string }[] }
+    >(
+      `${a.url}/v1/traces/cluster`,
+    );
+    expect(partial.traces.map((t) => t.taskId)).toContain(taskId);
+    expect(partial.partial.map((p) => p.nodeId)).toEqual([b.nodeId]);
+    const del = await json(`${a.url}/v1/traces/delete`, {
+      method: "POST",
+      body: JSON.stringify({ taskIds: [taskId, forged] }),
+    });
+    expect(del).toEqual({ deleted: [taskId], notFound: [forged] });
+    expect((await fetch(`${a.url}/v1/traces/${taskId}`)).status).toBe(404);
+    const badDelete = await fetch(`${a.url}/v1/traces/delete`, {
+      method: "POST",
+      body: JSON.stringify({ taskIds: ["../x"] }),
+    });
+    expect(badDelete.status).toBe(400);
   }, 420_000);
 });

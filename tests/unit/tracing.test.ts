@@ -190,7 +190,7 @@ describe("the trace_spans table", async () => {
     expect(kept.length).toBe(BUFFER_LIMIT);
     expect(kept[0].startUs).toBe(5);
     await store.db.run(sql`DELETE FROM trace_spans WHERE task_id = 'bound'`);
-  });
+  }, 120_000);
 
   it("prunes by retention: rows older than the cutoff go, recent ones stay; a cap bounds the row count", async () => {
     const old = "11111111-2222-4333-8444-555555555555";

@@ -10,7 +10,7 @@ import { notedOf } from "../../metrics/node.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { FORWARDED_HEADER } from "../../serving/forward.ts";
 import { fanOut, type NodeFailure, spansFromView } from "../../tracing/cluster.ts";
-import { beginTrace, endTrace, spanWriterOf, TASK_ID_HEADER } from "../../tracing/recorder.ts";
+import { beginTrace, endTrace, routedTraceOf, spanWriterOf, TASK_ID_HEADER } from "../../tracing/recorder.ts";
 import {
   chromeTrace,
   mergeSummaries,
@@ -125,6 +125,8 @@ export const traceRequests: MiddlewareHandler<ApiEnv> = async (c, next) => {
   if (!taskId) return await next();
   beginTrace(c, { taskId, nodeId: n.nodeId, path: c.req.path, arrivedUs: arrivalUs(c), forwardedBy: by });
   await next();
+  // A POST that never reached routing (no model named, refused early, not a generation) leaves no trace.
+  if (!routedTraceOf(c)) return void endTrace(c, c.res.status, false);
   const res = c.res;
   const streamed = !!res.body && STREAMED.test(res.headers.get("content-type") ?? "");
   const finish = () => {
