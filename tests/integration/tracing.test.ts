@@ -14,7 +14,9 @@ import {
   singleNodeInstance,
   waitForState,
 } from "../helpers/cluster.ts";
-import { skulk } from "../helpers/daemon.ts";
+import { skulk, startDaemon } from "../helpers/daemon.ts";
+import { registerCard } from "../helpers/cluster.ts";
+import { engineBinary } from "../helpers/models.ts";
 
 const MODEL = "skulk-test/tracing-tiny";
 const nodes = llamaNodes();
@@ -248,5 +250,72 @@ describe("request tracing across two nodes", () => {
       body: JSON.stringify({ taskIds: ["../x"] }),
     });
     expect(badDelete.status).toBe(400);
+  }, 420_000);
+});
+
+describe("request tracing between two nodes with different API keys, joined by a token", () => {
+  const KEY_A = "key-of-node-a-0123456789";
+  const KEY_B = "key-of-node-b-0123456789";
+  const authed = (url: string, key: string, init: RequestInit = {}) =>
+    fetch(url, { ...init, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } });
+
+  it("joins the spans: the key check and the tracing middleware share one signature check", async () => {
+    const a = await startDaemon({
+      args: ["--no-mdns"],
+      env: { SKULK_API_KEY: KEY_A, SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") },
+      timeoutMs: 60_000,
+    });
+    const token = await skulk(["cluster", "token", "--data-dir", a.dataDir]);
+    expect(token.code, token.stderr).toBe(0);
+    const b = await startDaemon({
+      args: ["--no-mdns", "--no-worker", "--join", token.stdout.trim()],
+      env: { SKULK_API_KEY: KEY_B },
+      timeoutMs: 60_000,
+    });
+    try {
+      await waitFor("one master for a and b", async () => {
+        const views = await Promise.all([
+          authed(`${a.url}/cluster/view`, KEY_A).then((r) => r.json()),
+          authed(`${b.url}/cluster/view`, KEY_B).then((r) => r.json()),
+        ]);
+        return views.every((v) => v.session?.master && v.session.master === views[0].session.master);
+      }, 60_000);
+      const instance = singleNodeInstance(a.nodeId, localCardWire(MODEL, await tinyModel()));
+      const { secret } = JSON.parse(await Deno.readTextFile(`${a.dataDir}/cluster.json`));
+      await registerCard([a], localCardWire(MODEL, await tinyModel()), { secret, apiKey: KEY_A });
+      const placed = await authed(`${a.url}/instance`, KEY_A, {
+        method: "POST",
+        body: JSON.stringify({ instance }),
+      });
+      expect(placed.status, await placed.text()).toBe(200);
+      const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
+      await waitFor("the runner ready and a's address known, seen from b", async () => {
+        const s = await (await authed(`${b.url}/state`, KEY_B)).json();
+        return runnerTag(s, runnerId) === "RunnerReady" && Object.keys(s.lastSeen ?? {}).length === 2;
+      }, 240_000);
+
+      expect((await authed(`${b.url}/v1/tracing`, KEY_B, { method: "PUT", body: '{"enabled":true}' })).status)
+        .toBe(200);
+      await waitFor(
+        "a tracing",
+        async () => (await (await authed(`${a.url}/v1/tracing`, KEY_A)).json()).enabled,
+      );
+      const res = await authed(`${b.url}/v1/chat/completions`, KEY_B, {
+        method: "POST",
+        body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }),
+      });
+      expect(res.status).toBe(200);
+      await res.body?.cancel();
+      const taskId = res.headers.get("x-skulk-task-id")!;
+      const view = await waitFor("spans from both nodes", async () => {
+        const v = await (await authed(`${b.url}/v1/traces/cluster/${taskId}`, KEY_B)).json() as TraceView;
+        return new Set(v.traces?.map((t) => t.nodeId)).size === 2 ? v : null;
+      });
+      expect(view.traces.filter((t) => t.nodeId === a.nodeId).map((t) => t.category)).toContain("decode");
+      // The trace routes need the key like the rest of the API.
+      expect((await fetch(`${a.url}/v1/traces/${taskId}`)).status).toBe(401);
+    } finally {
+      await Promise.all([b.kill(), a.kill()]);
+    }
   }, 420_000);
 });
