@@ -3,7 +3,7 @@
  * the request's context object while it runs, then turned into spans and handed to the node's span writer.
  */
 import type { Db } from "../store/db.ts";
-import { engineTimingsOf, type Marks, type Span, spansFromMarks } from "./spans.ts";
+import { type Category, engineTimingsOf, type Marks, type Span, spansFromMarks } from "./spans.ts";
 import { SpanWriter } from "./store.ts";
 
 /**
@@ -26,6 +26,14 @@ interface Active {
   forwardedTo?: string;
   forwardedBy?: string;
   timings?: () => unknown;
+  /** Spans a part of the request path recorded itself (`traceSpan`). */
+  extra: {
+    category: Category;
+    name: string;
+    startUs: number;
+    endUs: number;
+    attrs: Record<string, unknown>;
+  }[];
 }
 
 /** Keyed by the request's context object, which every middleware and handler of one request shares. */
@@ -43,6 +51,7 @@ export function beginTrace(
     model: null,
     instanceId: null,
     forwardedBy: init.forwardedBy,
+    extra: [],
   });
 }
 
@@ -94,25 +103,54 @@ export function traceEngine(req: object, read: () => unknown): void {
   if (a) a.timings = read;
 }
 
+/**
+ * A span a part of the request path measures itself (an admission queue's wait, an extension hook), joined
+ * to the request's trace when it is traced; a no-op otherwise.
+ */
+export function traceSpan(
+  req: object,
+  category: Category,
+  name: string,
+  startUs: number,
+  endUs = nowUs(),
+  attrs: Record<string, unknown> = {},
+): void {
+  active.get(req)?.extra.push({ category, name, startUs, endUs, attrs });
+}
+
 /** Ends the request's trace: its spans, or null when it was not traced or never reached routing. */
 export function endTrace(req: object, status: number, streamed: boolean, endUs = nowUs()): Span[] | null {
   const a = active.get(req);
   if (!a) return null;
   active.delete(req);
   if (a.marks.routeStart === undefined) return null;
-  return spansFromMarks({ ...a.marks, end: endUs }, {
+  const extra = a.extra.map((e): Span => ({
     taskId: a.taskId,
     nodeId: a.nodeId,
-    path: a.path,
+    category: e.category,
+    name: e.name,
+    startUs: Math.round(e.startUs),
+    durationUs: Math.max(0, Math.round(e.endUs - e.startUs)),
     modelId: a.model,
     instanceId: a.instanceId,
-    commandId: a.commandId,
-    forwardedTo: a.forwardedTo,
-    forwardedBy: a.forwardedBy,
-    status,
-    streamed,
-    timings: engineTimingsOf(a.timings?.()),
-  });
+    attrs: e.attrs,
+  }));
+  return [
+    ...spansFromMarks({ ...a.marks, end: endUs }, {
+      taskId: a.taskId,
+      nodeId: a.nodeId,
+      path: a.path,
+      modelId: a.model,
+      instanceId: a.instanceId,
+      commandId: a.commandId,
+      forwardedTo: a.forwardedTo,
+      forwardedBy: a.forwardedBy,
+      status,
+      streamed,
+      timings: engineTimingsOf(a.timings?.()),
+    }),
+    ...extra,
+  ];
 }
 
 const writers = new WeakMap<object, SpanWriter>();

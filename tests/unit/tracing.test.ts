@@ -7,7 +7,14 @@ import { afterAll, describe, expect, it } from "vitest";
 import { sql } from "drizzle-orm";
 import { openStore } from "../../src/store/db.ts";
 import { retentionCutoff, TracePlane } from "../../src/tracing/plane.ts";
-import { spanWriterOf } from "../../src/tracing/recorder.ts";
+import {
+  beginTrace,
+  endTrace,
+  markTrace,
+  spanWriterOf,
+  traceSpan,
+  traceTarget,
+} from "../../src/tracing/recorder.ts";
 import {
   chromeTrace,
   mergeSummaries,
@@ -91,6 +98,35 @@ describe("spans from a request's marks", () => {
       durationUs: 8_970,
       attrs: { toNode: "node-b", answeredAfterUs: 470 },
     });
+  });
+});
+
+describe("the recorder", () => {
+  it("keeps a request's marks by its context object; a request that never routed leaves nothing", () => {
+    const req = {};
+    beginTrace(req, { taskId: T, nodeId: "n", path: "/v1/chat/completions", arrivedUs: 10 });
+    markTrace(req, "routeStart");
+    traceTarget(req, "m", "inst", "cmd");
+    traceSpan(req, "queue", "admission", 20, 70, { position: 2 });
+    const spans = endTrace(req, 200, false, 100)!;
+    expect(spans.find((s) => s.name === "admission")).toMatchObject({
+      category: "queue",
+      startUs: 20,
+      durationUs: 50,
+      modelId: "m",
+      instanceId: "inst",
+      attrs: { position: 2 },
+    });
+    expect(spans.find((s) => s.category === "request")!.attrs.commandId).toBe("cmd");
+    expect(endTrace(req, 200, false)).toBeNull(); // ended once
+
+    const early = {};
+    beginTrace(early, { taskId: T, nodeId: "n", path: "/x", arrivedUs: 0 });
+    expect(endTrace(early, 404, false)).toBeNull();
+    const untraced = {};
+    markTrace(untraced, "routeStart");
+    traceSpan(untraced, "queue", "admission", 0);
+    expect(endTrace(untraced, 200, false)).toBeNull();
   });
 });
 
