@@ -390,6 +390,15 @@ export const SETTINGS = {
     default: 168,
     description: "how long telemetry history is kept",
   }),
+  /** Upstream's SKULK_TRACING_ENABLED: the tracing state a master started with it sets for the cluster. */
+  tracingEnabled: setting({
+    key: "tracing.enabled",
+    env: "SKULK_TRACING_ENABLED",
+    schema: bool.nullable(),
+    default: null,
+    description:
+      "a node that leads within a minute of its start sets cluster tracing on or off (unset: as the cluster has it; `PUT /v1/tracing` changes it later)",
+  }),
   tracingRetentionDays: setting({
     key: "tracing.retention_days",
     env: "SKULK_TRACING_RETENTION_DAYS",

@@ -260,9 +260,15 @@ describe("request tracing between two nodes with different API keys, joined by a
     fetch(url, { ...init, headers: { authorization: `Bearer ${key}`, "content-type": "application/json" } });
 
   it("joins the spans: the key check and the tracing middleware share one signature check", async () => {
+    // Also: SKULK_TRACING_ENABLED on the node that leads turns tracing on for the cluster.
     const a = await startDaemon({
       args: ["--no-mdns"],
-      env: { SKULK_API_KEY: KEY_A, SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server") },
+      // tracing.enabled: a, which leads, turns tracing on for the cluster at start.
+      env: {
+        SKULK_API_KEY: KEY_A,
+        SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"),
+        SKULK_TRACING_ENABLED: "1",
+      },
       timeoutMs: 60_000,
     });
     const token = await skulk(["cluster", "token", "--data-dir", a.dataDir]);
@@ -294,11 +300,9 @@ describe("request tracing between two nodes with different API keys, joined by a
         return runnerTag(s, runnerId) === "RunnerReady" && Object.keys(s.lastSeen ?? {}).length === 2;
       }, 240_000);
 
-      expect((await authed(`${b.url}/v1/tracing`, KEY_B, { method: "PUT", body: '{"enabled":true}' })).status)
-        .toBe(200);
       await waitFor(
-        "a tracing",
-        async () => (await (await authed(`${a.url}/v1/tracing`, KEY_A)).json()).enabled,
+        "b tracing",
+        async () => (await (await authed(`${b.url}/v1/tracing`, KEY_B)).json()).enabled,
       );
       const res = await authed(`${b.url}/v1/chat/completions`, KEY_B, {
         method: "POST",
