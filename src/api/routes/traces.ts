@@ -220,7 +220,7 @@ export const traceRoutes = new Hono<ApiEnv>()
     const { enabled } = await readJson(c, TracingState);
     if (n.log.state.tracingEnabled !== enabled) {
       await n.submit(makeEvent("TracingStateChanged", { enabled }));
-      await appliedHere(() => n.log.state.tracingEnabled === enabled);
+      await appliedHere(() => n.log.state.tracingEnabled === enabled, "GET /v1/tracing");
     }
     return c.json({ enabled: n.log.state.tracingEnabled });
   })
