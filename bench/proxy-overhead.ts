@@ -5,45 +5,13 @@
  *   deno run -A bench/proxy-overhead.ts [--requests N] [--tokens N] [--width W] [--layers L]
  */
 import { median, timeChatStream } from "./lib/stream.ts";
-import { enginePorts, startDaemon } from "../tests/helpers/daemon.ts";
-import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
-import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
+import { arg, BENCH_MODEL, benchNode } from "./lib/tiny-node.ts";
+import { enginePorts } from "../tests/helpers/daemon.ts";
 
-const arg = (name: string, dflt: number) => {
-  const i = Deno.args.indexOf(`--${name}`);
-  return i >= 0 ? Number(Deno.args[i + 1]) : dflt;
-};
 const REQUESTS = arg("requests", 20);
 const TOKENS = arg("tokens", 128);
-// A wider model decodes at a pace closer to real models, so per-token proxy work is weighed fairly.
-const model = await tinyModel({
-  width: arg("width", 512),
-  layers: arg("layers", 8),
-  heads: 8,
-  kvHeads: 4,
-  ffn: 1024,
-});
-
-const node = await startDaemon({
-  env: {
-    SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"),
-    SKULK_LOG_LEVEL: "warning",
-    // One engine thread leaves a core for the proxy and the client: on 2 cores a spinning engine on both
-    // would turn any proxy work into lost decode time and measure contention instead of the proxy.
-    SKULK_LLAMA_THREADS: String(arg("threads", 1)),
-  },
-});
+const { node, modelFile: model } = await benchNode();
 try {
-  const card = localCardWire("bench/tiny", model, {
-    nLayers: arg("layers", 8),
-    hiddenSize: arg("width", 512),
-  });
-  const instance = singleNodeInstance(node.nodeId, card, 4096);
-  await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) =>
-    r.body?.cancel()
-  );
-  const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
-  await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner", 120_000);
   const [enginePort] = await enginePorts(node.dataDir);
 
   const run = async (
@@ -65,14 +33,14 @@ try {
   const direct: { ttft: number; tps: number }[] = [];
   const proxied: { ttft: number; tps: number }[] = [];
   await run(`http://127.0.0.1:${enginePort}`, undefined, -1); // warm-up
-  await run(node.url, "bench/tiny", -1);
+  await run(node.url, BENCH_MODEL, -1);
   for (let i = 0; i < REQUESTS; i++) {
     // Alternate the order so neither path always runs on a warmer engine.
     if (i % 2 === 0) {
       direct.push(await run(`http://127.0.0.1:${enginePort}`, undefined, i));
-      proxied.push(await run(node.url, "bench/tiny", i));
+      proxied.push(await run(node.url, BENCH_MODEL, i));
     } else {
-      proxied.push(await run(node.url, "bench/tiny", i));
+      proxied.push(await run(node.url, BENCH_MODEL, i));
       direct.push(await run(`http://127.0.0.1:${enginePort}`, undefined, i));
     }
   }

@@ -35,6 +35,7 @@ import { runnerRoutes } from "./routes/runners.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
 import { diagnosticsRoutes } from "./routes/diagnostics.ts";
 import { extensionRoutes, observeChatResponses } from "./extensions.ts";
+import { traceRequests, traceRoutes } from "./routes/traces.ts";
 
 const log = logger("api");
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -102,6 +103,9 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
 
   // Extensions see each chat answer as its client got it: this wraps whatever the chat routes return.
   app.use("*", observeChatResponses);
+  // After the key check: it reuses that check's verdict on a forwarded request's signature.
+  app.use("*", traceRequests);
+
   app.get("/api/openapi.json", (c) => c.json(openApiDocument()));
   app.route("/", nodeRoutes);
   app.route("/", runnerRoutes);
@@ -124,6 +128,7 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
   app.route("/", metricsRoutes);
   app.route("/", diagnosticsRoutes);
   app.route("/", extensionRoutes);
+  app.route("/", traceRoutes);
   extras.mount?.(app);
 
   app.notFound((c) =>

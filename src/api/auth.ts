@@ -50,8 +50,20 @@ async function boundedBody(c: Context<ApiEnv>): Promise<Uint8Array> {
   return out;
 }
 
-/** True when the request is one another node of this cluster forwarded and signed. */
-async function signedForward(c: Context<ApiEnv>): Promise<boolean> {
+/**
+ * Verdicts by request context: a signature is accepted once (replay guard), so the key check and the
+ * tracing middleware, which both ask, share one verification.
+ */
+const verdicts = new WeakMap<object, Promise<boolean>>();
+
+/** True when the request is one another node of this cluster forwarded and signed (verified once per request). */
+export function signedForward(c: Context<ApiEnv>): Promise<boolean> {
+  let v = verdicts.get(c);
+  if (!v) verdicts.set(c, v = verifyForward(c));
+  return v;
+}
+
+async function verifyForward(c: Context<ApiEnv>): Promise<boolean> {
   const cluster = c.var.node.cluster;
   const by = c.req.header(FORWARDED_HEADER);
   if (!cluster || !by) return false;

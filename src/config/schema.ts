@@ -392,6 +392,22 @@ export const SETTINGS = {
     default: 168,
     description: "how long telemetry history is kept",
   }),
+  /** Upstream's SKULK_TRACING_ENABLED: the tracing state a master started with it sets for the cluster. */
+  tracingEnabled: setting({
+    key: "tracing.enabled",
+    env: "SKULK_TRACING_ENABLED",
+    schema: bool.nullable(),
+    default: null,
+    description:
+      "a node that leads within a minute of its start sets cluster tracing on or off (unset: as the cluster has it; `PUT /v1/tracing` changes it later)",
+  }),
+  tracingRetentionDays: setting({
+    key: "tracing.retention_days",
+    env: "SKULK_TRACING_RETENTION_DAYS",
+    schema: z.coerce.number().finite("must be a number of days"),
+    default: 3,
+    description: "traces older than this many days are deleted (0 or less: kept)",
+  }),
   /** The realtime route's turn detector when a session names none (`turn_detection.detector`). */
   speechVad: setting({
     key: "speech.vad",

@@ -2,6 +2,7 @@
 import type { Config } from "../config/schema.ts";
 import { downloadPlane } from "../downloads/plane.ts";
 import { TelemetryHistoryPlane } from "../telemetry/history-plane.ts";
+import { TracePlane } from "../tracing/plane.ts";
 import { Worker } from "../worker/worker.ts";
 import type { NodeContext } from "../node/context.ts";
 import type { Plane } from "../node/plane.ts";
@@ -18,6 +19,7 @@ export function daemonPlanes(config: Config): Plane<NodeContext>[] {
     new ExtensionsPlane(),
     clusterPlane(config),
     new TelemetryHistoryPlane(),
+    new TracePlane(),
     downloadPlane(config),
   ];
   if (config.worker) planes.push(new Worker());

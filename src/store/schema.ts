@@ -107,3 +107,27 @@ export const telemetrySamples = sqliteTable("telemetry_samples", {
   cpuLoad: real("cpu_load"),
   diskAvailableBytes: integer("disk_available_bytes"),
 }, (t) => [index("telemetry_samples_node_time_idx").on(t.nodeId, t.takenAt)]);
+
+/**
+ * Request trace spans (`tracing.enabled`): one row per span a node recorded, joined across nodes by
+ * `task_id`; written in batches off the request path and pruned after `tracing.retention_days`.
+ */
+export const traceSpans = sqliteTable("trace_spans", {
+  id: integer("id").primaryKey({ autoIncrement: true }),
+  taskId: text("task_id").notNull(),
+  nodeId: text("node_id").notNull(),
+  /** receive | route | forward | queue | prefill | decode | stream | request */
+  category: text("category").notNull(),
+  name: text("name").notNull(),
+  /** Microseconds since the Unix epoch on the recording node's clock. */
+  startUs: integer("start_us").notNull(),
+  durationUs: integer("duration_us").notNull(),
+  modelId: text("model_id"),
+  instanceId: text("instance_id"),
+  /** JSON object: what else the span knows (command id, target node, token counts, status). */
+  attrs: text("attrs").notNull().default("{}"),
+  createdAt: text("created_at").notNull(),
+}, (t) => [
+  index("trace_spans_task_idx").on(t.taskId),
+  index("trace_spans_created_idx").on(t.createdAt),
+]);

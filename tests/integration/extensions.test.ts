@@ -364,12 +364,20 @@ describe("extensions on a real node", () => {
   }, LONG);
 
   it("calls onChatResponse exactly once per request, and counts every contained failure", async () => {
-    const s = await status(a.url);
-    const byName = Object.fromEntries(s.loaded.map((e) => [e.name, e]));
+    // onChatResponse runs after the answer: the last one's call may be counted before its line is on disk,
+    // so wait for the file to catch up with the count (a second line per request would never match it).
+    let s = await status(a.url);
+    let byName = Object.fromEntries(s.loaded.map((e) => [e.name, e]));
+    let lines = readLines<Record_>(recorded);
+    for (let i = 0; i < 100 && byName.recorder.calls.onChatResponse !== lines.length; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      s = await status(a.url);
+      byName = Object.fromEntries(s.loaded.map((e) => [e.name, e]));
+      lines = readLines<Record_>(recorded);
+    }
     const requests = byName.cap.calls.onChatRequest;
     expect(requests).toBeGreaterThanOrEqual(8);
     // Every hook saw every request; the recorder wrote one line per request, no more.
-    const lines = readLines<Record_>(recorded);
     expect(new Set(lines.map((l) => l.requestId)).size).toBe(lines.length);
     expect(byName.recorder.calls.onChatResponse).toBe(lines.length);
     expect(byName.thrower.errors).toBe(

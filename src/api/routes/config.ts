@@ -156,8 +156,8 @@ export const configRoutes = new Hono<ApiEnv>()
     });
   });
 
-/** Waits (bounded) until this node applied what it submitted: the master acknowledged, replication lags. */
-async function appliedHere(done: () => boolean): Promise<void> {
+/** Waits (bounded) until this node applied what it submitted (the master acknowledged, replication lags); also PUT /v1/tracing. */
+export async function appliedHere(done: () => boolean, readBack = "GET /config"): Promise<void> {
   const deadline = Date.now() + APPLY_WAIT_MS;
   while (!done()) {
     if (Date.now() > deadline) {
@@ -165,7 +165,7 @@ async function appliedHere(done: () => boolean): Promise<void> {
         503,
         `the cluster accepted the change but this node has not applied it within ${
           APPLY_WAIT_MS / 1000
-        } s; GET /config shortly`,
+        } s; ${readBack} shortly`,
       );
     }
     await new Promise((r) => setTimeout(r, 20));

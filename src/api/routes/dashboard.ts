@@ -7,7 +7,15 @@ import { DASHBOARD_ASSETS } from "../../generated/dashboard.gen.ts";
 import type { ApiEnv } from "../env.ts";
 
 /** The single page's own routes (the app picks the view from the path). */
-export const SPA_ROUTES = ["/", "/cluster", "/model-store", "/chat", "/operator", "/settings"] as const;
+export const SPA_ROUTES = [
+  "/",
+  "/cluster",
+  "/model-store",
+  "/chat",
+  "/operator",
+  "/settings",
+  "/observability",
+] as const;
 
 const TYPES: Record<string, string> = {
   html: "text/html; charset=utf-8",

@@ -16,6 +16,7 @@ import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serv
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
+import { markTrace, traceEngine, traceForward, traceTarget } from "../../tracing/recorder.ts";
 import type { ApiEnv } from "../env.ts";
 import { admittedTokens, extendChat } from "../extensions.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
@@ -109,9 +110,9 @@ function commandIdOf(c: Context<ApiEnv>): string {
 
 /**
  * Ends the owner's record of a forwarded request when its answer ends (completed, failed or the client
- * gone), passing the bytes through untouched.
+ * gone), passing the bytes through untouched. Also ends a traced request's trace (routes/traces.ts).
  */
-function untilDone(res: Response, done: () => void): Response {
+export function untilDone(res: Response, done: () => void): Response {
   if (!res.body) return (done(), res);
   let ended = false;
   const end = () => {
@@ -141,8 +142,10 @@ function untilDone(res: Response, done: () => void): Response {
 /** Finds the engine for a model: a local runner's URL, or the driving node's streamed answer. */
 export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
+  markTrace(c, "routeStart");
   const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
   noteTarget(c, model, r.ok ? r.target.instanceId : undefined);
+  traceTarget(c, model, r.ok ? r.target.instanceId : undefined);
   if (!r.ok) {
     throw new ApiError(
       r.status,
@@ -151,11 +154,13 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
     );
   }
   const commandId = commandIdOf(c);
+  traceTarget(c, model, r.target.instanceId, commandId);
   if (r.target.driverNode !== ctx.nodeId) {
     // This node owns the request: it names the command and records which node drives it, so a cancel
     // sent here reaches the engine's node.
     const headers = new Headers(c.req.raw.headers);
     headers.set(COMMAND_ID_HEADER, commandId);
+    traceForward(c, headers, r.target.driverNode);
     const req = new Request(c.req.raw.url, { method: c.req.method, headers, signal: c.req.raw.signal });
     const running = runningOf(ctx);
     running.add({
@@ -168,6 +173,7 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
       startedAt: Date.now(),
     });
     const res = await forwardRequest(ctx, r.target.driverNode, req, raw);
+    markTrace(c, "forwardAnswered");
     if ("error" in res) {
       running.remove(commandId);
       throw new ApiError(503, res.error);
@@ -380,6 +386,7 @@ export async function startGeneration(
     startedAt: Date.now(),
   }, abort);
   let res: Response;
+  markTrace(c, "engineCall");
   try {
     res = await callEngine(baseUrl, path, body, abort);
   } catch (e) {
@@ -392,6 +399,7 @@ export async function startGeneration(
     release();
     throw await engineError(res);
   }
+  markTrace(c, "engineAnswered");
   return { commandId, abort, res, release };
 }
 
@@ -431,6 +439,7 @@ export async function chatGeneration(
   if (req.stream) {
     const t = framing(commandId);
     if (forcing.forced) t.holdContentAsToolCall();
+    traceEngine(c, () => t.timings);
     const seen = streamObserver(metricsOf(ctx), c, model, () => ({ usage: t.usage, timings: t.timings }));
     return streamResponse(
       c,
@@ -454,6 +463,7 @@ export async function chatGeneration(
       reply.usage = withAcceptance(reply.usage as Record<string, unknown>, reply.timings);
     }
     metricsOf(ctx).generation(generationOf(model, reply.usage, reply.timings, null));
+    traceEngine(c, () => reply.timings);
     return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
   } catch (e) {
     throw new ApiError(503, engineFailure(ctx, local.target, e));
@@ -573,6 +583,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
     try {
       const out = await res.json() as Record<string, unknown>;
       metricsOf(ctx).generation(generationOf(body.model, out.usage, out.timings, null));
+      traceEngine(c, () => out.timings);
       return c.json({ ...out, id: commandId, model: body.model });
     } finally {
       runningOf(ctx).remove(commandId);

@@ -8,6 +8,7 @@ import { ApiFailure, apiKey, type ClusterStateWire, getJson, type Live, setApiKe
 import "./styles.css";
 import { ChatView } from "./views/chat.tsx";
 import { ClusterView } from "./views/cluster.tsx";
+import { ObservabilityView } from "./views/observability.tsx";
 import { OperatorView } from "./views/operator.tsx";
 import { SettingsView } from "./views/settings.tsx";
 import { StoreView } from "./views/store.tsx";
@@ -17,6 +18,7 @@ const VIEWS = [
   { path: "/model-store", label: "Model store" },
   { path: "/chat", label: "Chat" },
   { path: "/operator", label: "Operator" },
+  { path: "/observability", label: "Observability" },
   { path: "/settings", label: "Settings" },
 ] as const;
 type ViewPath = (typeof VIEWS)[number]["path"];
@@ -194,6 +196,7 @@ function App() {
           {view === "/model-store" && <StoreView live={live} />}
           {view === "/chat" && <ChatView live={live} />}
           {view === "/operator" && <OperatorView live={live} />}
+          {view === "/observability" && <ObservabilityView live={live} />}
           {view === "/settings" && <SettingsView />}
         </ErrorBoundary>
       </main>
