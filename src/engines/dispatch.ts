@@ -161,6 +161,7 @@ export async function prepareEngine(
             rpc: llama.rpc,
             verbosity: llama.verbosity,
             threads: settings.llamaThreads ?? undefined,
+            parallel: settings.llamaParallel,
           }, registry),
       };
     }

@@ -13,6 +13,7 @@ const KEYS = [
   "sherpaOnnx",
   "sherpaThreads",
   "llamaThreads",
+  "llamaParallel",
   "sileroVadModel",
 ] as const satisfies readonly (keyof Config)[];
 

@@ -7,14 +7,15 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { z } from "zod";
 import { logger } from "../../log/mod.ts";
-import { metricsOf, noteTarget, streamObserver } from "../../metrics/node.ts";
+import { metricsOf, notedOf, noteQueued, noteTarget, streamObserver } from "../../metrics/node.ts";
 import { generationOf } from "../../metrics/registry.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
-import { resolveTarget, type Target } from "../../serving/target.ts";
+import { admissionOf, INSTANCE_HEADER, routeRequest } from "../../serving/router.ts";
+import type { Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
 import { ApiError, badRequest, notFound, readJsonWithRaw } from "../errors.ts";
 import { describe } from "../openapi.ts";
@@ -136,10 +137,22 @@ function untilDone(res: Response, done: () => void): Response {
   return new Response(out, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
 
-/** Finds the engine for a model: a local runner's URL, or the driving node's streamed answer. */
+/**
+ * The instance a forwarding peer chose: trusted only on a peer's forward, verified by its signature when
+ * this node has an API key (without one, the cluster trusts its LAN, as for the command id).
+ */
+function pinnedInstance(c: Context<ApiEnv>): string | undefined {
+  const peer = c.var.node.config.apiKey ? c.var.peer : c.req.header(FORWARDED_HEADER);
+  return peer ? c.req.header(INSTANCE_HEADER) : undefined;
+}
+
+/**
+ * Finds the engine for a model: the balancer's instance (serving/router.ts), as a local runner's URL, or
+ * the driving node's streamed answer.
+ */
 export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
-  const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
+  const r = routeRequest(ctx, model, raw, pinnedInstance(c));
   noteTarget(c, model, r.ok ? r.target.instanceId : undefined);
   if (!r.ok) {
     throw new ApiError(
@@ -154,6 +167,7 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
     // sent here reaches the engine's node.
     const headers = new Headers(c.req.raw.headers);
     headers.set(COMMAND_ID_HEADER, commandId);
+    headers.set(INSTANCE_HEADER, r.target.instanceId);
     const req = new Request(c.req.raw.url, { method: c.req.method, headers, signal: c.req.raw.signal });
     const running = runningOf(ctx);
     running.add({
@@ -354,6 +368,23 @@ interface Generation {
   release: () => void;
 }
 
+/**
+ * Waits for a slot of the instance's engine (serving/admission.ts), notes the wait for the response header
+ * and the metrics, and returns one release for the slot and `also` (the stream slot).
+ */
+async function admitted(
+  c: Context<ApiEnv>,
+  target: Target,
+  signal: AbortSignal,
+  also: () => void = () => {},
+): Promise<() => void> {
+  const ctx = c.var.node;
+  const a = await admissionOf(ctx).enter(target.instanceId, AbortSignal.any([signal, c.req.raw.signal]));
+  noteQueued(c, a.waitedMs);
+  metricsOf(ctx).queued(notedOf(c)?.model ?? "", a.waitedMs / 1000);
+  return () => (a.release(), also());
+}
+
 /** Sends a generation to the engine under its command id, recorded as running (cancellable through /v1/cancel). */
 export async function startGeneration(
   c: Context<ApiEnv>,
@@ -364,7 +395,7 @@ export async function startGeneration(
   const ctx = c.var.node;
   const { baseUrl, target, commandId } = routed;
   // A stream takes its slot before the engine starts, so a full node refuses without spending work.
-  const release = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
+  const releaseStream = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
   const abort = new AbortController();
   const running = runningOf(ctx);
   const forwardedBy = c.req.header(FORWARDED_HEADER);
@@ -377,6 +408,15 @@ export async function startGeneration(
     path: c.req.path,
     startedAt: Date.now(),
   }, abort);
+  // Queued (and counted by the router) until the instance has a free engine slot; a cancel leaves the line.
+  let release = releaseStream;
+  try {
+    release = await admitted(c, target, abort.signal, releaseStream);
+  } catch (e) {
+    running.remove(commandId);
+    releaseStream();
+    throw e;
+  }
   let res: Response;
   try {
     res = await callEngine(baseUrl, path, body, abort);
@@ -466,14 +506,19 @@ export async function localEmbeddings(
 ): Promise<Record<string, unknown>> {
   const abort = new AbortController();
   c.req.raw.signal.addEventListener("abort", () => abort.abort());
-  let res: Response;
+  const release = await admitted(c, local.target, abort.signal);
   try {
-    res = await callEngine(local.baseUrl, "/v1/embeddings", body, abort);
-  } catch (e) {
-    throw new ApiError(503, engineFailure(c.var.node, local.target, e));
+    let res: Response;
+    try {
+      res = await callEngine(local.baseUrl, "/v1/embeddings", body, abort);
+    } catch (e) {
+      throw new ApiError(503, engineFailure(c.var.node, local.target, e));
+    }
+    if (!res.ok) throw await engineError(res);
+    return await res.json() as Record<string, unknown>;
+  } finally {
+    release();
   }
-  if (!res.ok) throw await engineError(res);
-  return await res.json() as Record<string, unknown>;
 }
 
 export const openaiRoutes = new Hono<ApiEnv>()
@@ -561,6 +606,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
       return c.json({ ...out, id: commandId, model: body.model });
     } finally {
       runningOf(ctx).remove(commandId);
+      release();
     }
   })
   .post("/v1/embeddings", async (c) => {
