@@ -97,7 +97,6 @@ export interface Loaded {
 export interface BalanceInput {
   /** The model's ready instances. */
   candidates: Loaded[];
-  selfNodeId: string;
   /** Requests one instance runs at once (its engine's slots); past them a request waits. */
   slots: number;
   /** How far past the least loaded an affine instance may be before a request leaves it. */
@@ -117,8 +116,7 @@ export interface Choice {
  * The instance for one request. Affinity wins while the affine instance is as idle as any (then its cache
  * is free), or, when every instance is busy, while it has a free slot (or none has) and is at most `slack`
  * requests past the least loaded: a request never goes to a busy instance while another is idle, and never
- * waits on a full one while another has room. Otherwise the least loaded, this node's own first (no hop),
- * then in rotation.
+ * waits on a full one while another has room. Otherwise the least loaded, equals in rotation.
  */
 export function chooseInstance(input: BalanceInput): Choice | null {
   const { candidates } = input;
@@ -132,10 +130,10 @@ export function chooseInstance(input: BalanceInput): Choice | null {
       return { target: affine.target, why: "affinity" };
     }
   }
-  const idlest = candidates.filter((c) => c.load === least);
-  const local = idlest.filter((c) => c.target.driverNode === input.selfNodeId);
-  const pool = (local.length ? local : idlest).sort((a, b) =>
+  // Equals take turns, remote ones included: the hop costs about a millisecond (docs/performance.md), while
+  // always preferring this node's instance would leave the others cold until a burst.
+  const idlest = candidates.filter((c) => c.load === least).sort((a, b) =>
     a.target.instanceId.localeCompare(b.target.instanceId)
   );
-  return { target: pool[Math.abs(input.turn) % pool.length].target, why: "least-loaded" };
+  return { target: idlest[Math.abs(input.turn) % idlest.length].target, why: "least-loaded" };
 }

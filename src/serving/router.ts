@@ -97,7 +97,6 @@ export function routeRequest(ctx: RouterContext, model: string, raw: string, pin
   const loads = instanceLoads(ctx);
   const choice = chooseInstance({
     candidates: r.targets.map((target) => ({ target, load: loads.get(target.instanceId) ?? 0 })),
-    selfNodeId: ctx.nodeId,
     slots: ctx.config.llamaParallel,
     slack: Math.max(1, Math.floor(ctx.config.llamaParallel / 2)),
     affine: hashes.length ? routing.affinity.lookup(hashes) : undefined,

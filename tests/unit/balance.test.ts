@@ -29,7 +29,6 @@ const pick = (
 ) =>
   chooseInstance({
     candidates: loaded(loads, opts.remote),
-    selfNodeId: "self",
     slots: 4,
     slack: 2,
     affine: opts.affine,
@@ -45,8 +44,8 @@ describe("chooseInstance", () => {
     expect([0, 1, 2, 3].map((turn) => pick({ a: 0, b: 0 }, { turn }))).toEqual(["a", "b", "a", "b"]);
   });
 
-  it("prefers this node's instance among equals (no hop), a remote one when it is less loaded", () => {
-    expect([0, 1].map((turn) => pick({ a: 0, b: 0 }, { turn, remote: ["a"] }))).toEqual(["b", "b"]);
+  it("treats another node's instance as this node's: equals rotate, the less loaded wins", () => {
+    expect([0, 1].map((turn) => pick({ a: 0, b: 0 }, { turn, remote: ["a"] }))).toEqual(["a", "b"]);
     expect(pick({ a: 0, b: 1 }, { remote: ["a"] })).toBe("a");
   });
 
@@ -71,7 +70,7 @@ describe("chooseInstance", () => {
   });
 
   it("answers null with no candidate, and the only one whatever its load", () => {
-    expect(chooseInstance({ candidates: [], selfNodeId: "s", slots: 4, slack: 2, turn: 0 })).toBeNull();
+    expect(chooseInstance({ candidates: [], slots: 4, slack: 2, turn: 0 })).toBeNull();
     expect(pick({ a: 40 })).toBe("a");
   });
 });
