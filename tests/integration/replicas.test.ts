@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type Daemon, skulk, startDaemon } from "../helpers/daemon.ts";
 import { allVoters, json, oneMaster, waitFor } from "../helpers/multinode.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { runnerTag, waitForState, type WireState } from "../helpers/cluster.ts";
+import { postJson, runnerTag, stateOf, waitForState, type WireState } from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/replica-tiny";
 const SOLO = "skulk-test/replica-solo";
@@ -34,15 +34,7 @@ async function node(args: string[]): Promise<Daemon> {
   return d;
 }
 
-const post = (url: string, path: string, body: unknown) =>
-  fetch(`${url}${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(120_000),
-  });
-
-const stateOf = async (url: string): Promise<WireState> => await (await fetch(`${url}/state`)).json();
+const post = (url: string, path: string, body: unknown) => postJson(url, path, body, 120_000);
 const nodesOf = (inst: unknown): string[] =>
   Object.keys(
     (Object.values(inst as object)[0] as { shardAssignments: { nodeToRunner: object } }).shardAssignments
