@@ -379,7 +379,14 @@ async function admitted(
   also: () => void = () => {},
 ): Promise<() => void> {
   const ctx = c.var.node;
-  const a = await admissionOf(ctx).enter(target.instanceId, AbortSignal.any([signal, c.req.raw.signal]));
+  const gone = AbortSignal.any([signal, c.req.raw.signal]);
+  let a;
+  try {
+    a = await admissionOf(ctx).enter(target.instanceId, gone);
+  } catch (e) {
+    if (!gone.aborted) throw e;
+    throw new ApiError(503, `the request was cancelled while it waited for instance ${target.instanceId}`);
+  }
   noteQueued(c, a.waitedMs);
   metricsOf(ctx).queued(notedOf(c)?.model ?? "", a.waitedMs / 1000);
   return () => (a.release(), also());
