@@ -60,6 +60,8 @@ async function place(d: Daemon, id: string, count: number): Promise<void> {
 }
 
 const nodes: Daemon[] = [];
+const phase = (what: string) =>
+  console.error(`[bench/replicas ${new Date().toISOString().slice(11, 19)}] ${what}`);
 try {
   // x: affinity on and a bounded queue; y: affinity off and a queue too deep to ever refuse (the "without").
   const x = await node({ SKULK_QUEUE_DEPTH: String(QUEUE) });
@@ -67,6 +69,7 @@ try {
   nodes.push(x, y);
   await Promise.all([place(x, "bench/one", 1), place(x, "bench/two", 2), place(y, "bench/one", 1)]);
   await place(y, "bench/two", 2);
+  phase("placed; 8 concurrent streams over one instance and over two");
 
   // 1. Eight concurrent streams: tokens of all of them over the wall time of the whole batch.
   const batch = async (model: string, round: number): Promise<number> => {
@@ -95,6 +98,7 @@ try {
     else (two.push(await batch("bench/two", r)), one.push(await batch("bench/one", r)));
   }
   const decodeRatio = median(two) / median(one);
+  phase(`decode: one ${one.map(Math.round)}, two ${two.map(Math.round)}; next, conversations`);
 
   // 2. A conversation's second turn: its ~2,000-token first turn repeated, plus the reply and a question.
   const turn2 = async (url: string, k: number, tag: string): Promise<number> => {
@@ -127,6 +131,7 @@ try {
     else (withoutAff.push(await turn2(y.url, k, "y")), withAff.push(await turn2(x.url, k, "x")));
   }
   const affinityRatio = median(withAff) / median(withoutAff);
+  phase(`turn 2 TTFT: with ${withAff.map(Math.round)}, without ${withoutAff.map(Math.round)}; next, bursts`);
 
   // 3. A burst at one instance: p99 time to first token of the requests served, and how many were refused.
   const burst = async (d: Daemon) => {
@@ -177,6 +182,9 @@ try {
         (bx.p99 / by.p99).toFixed(2)
       }`,
   );
+} catch (e) {
+  for (const d of nodes) console.error(`--- ${d.url} log tail:\n${d.log().slice(-3000)}`);
+  throw e;
 } finally {
   await Promise.all(nodes.map((d) => d.kill()));
 }
