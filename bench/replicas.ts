@@ -8,7 +8,7 @@
  *   deno run -A bench/replicas.ts [--rounds N] [--tokens N] [--conversations N] [--burst N]
  */
 import { median, timeChatStream } from "./lib/stream.ts";
-import { type Daemon, startDaemon } from "../tests/helpers/daemon.ts";
+import { type Daemon, enginePorts, startDaemon } from "../tests/helpers/daemon.ts";
 import {
   localCardWire,
   postInstance,
@@ -67,22 +67,30 @@ try {
   const x = await node({ SKULK_QUEUE_DEPTH: String(QUEUE) });
   const y = await node({ SKULK_QUEUE_DEPTH: "100000", SKULK_PREFIX_AFFINITY: "0" });
   nodes.push(x, y);
-  await Promise.all([place(x, "bench/one", 1), place(x, "bench/two", 2), place(y, "bench/one", 1)]);
-  await place(y, "bench/two", 2);
+  const loadBefore = Deno.readTextFileSync("/proc/loadavg").split(" ")[0];
+  await Promise.all([place(x, "bench/one", 1), place(y, "bench/one", 1)]);
+  const onePort = await enginePorts(x.dataDir);
+  await Promise.all([place(x, "bench/two", 2), place(y, "bench/two", 2)]);
+  const twoPorts = (await enginePorts(x.dataDir)).filter((p) => !onePort.includes(p));
   phase("placed; 8 concurrent streams over one instance and over two");
 
-  // 1. Eight concurrent streams: tokens of all of them over the wall time of the whole batch.
-  const batch = async (model: string, round: number): Promise<number> => {
+  // 1. Eight concurrent streams: tokens of all of them over the wall time of the whole batch. `direct`
+  // sends them straight to the engines (half to each of two), the machine's own ceiling without Skulk.
+  const batch = async (model: string, round: number, direct = false): Promise<number> => {
     const t0 = performance.now();
+    const ports = model === "bench/one" ? onePort : twoPorts;
     const runs = await Promise.all(
-      Array.from({ length: STREAMS }, (_, i) =>
-        timeChatStream(x.url, {
-          model,
-          messages: [{ role: "user", content: `Write about the sea, round ${round} stream ${i}` }],
-          max_tokens: TOKENS,
-          temperature: 0,
-          ignore_eos: true,
-        })),
+      Array.from(
+        { length: STREAMS },
+        (_, i) =>
+          timeChatStream(direct ? `http://127.0.0.1:${ports[i % ports.length]}` : x.url, {
+            ...(direct ? {} : { model }),
+            messages: [{ role: "user", content: `Write about the sea, round ${round} stream ${i}` }],
+            max_tokens: TOKENS,
+            temperature: 0,
+            ignore_eos: true,
+          }),
+      ),
     );
     const wall = (performance.now() - t0) / 1000;
     if (runs.some((r) => r.tps === 0)) throw new Error(`${model}: a stream generated nothing`);
@@ -98,6 +106,13 @@ try {
     else (two.push(await batch("bench/two", r)), one.push(await batch("bench/one", r)));
   }
   const decodeRatio = median(two) / median(one);
+  const directOne: number[] = [];
+  const directTwo: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    directOne.push(await batch("bench/one", r, true));
+    directTwo.push(await batch("bench/two", r, true));
+  }
+  const directRatio = median(directTwo) / median(directOne);
   phase(`decode: one ${one.map(Math.round)}, two ${two.map(Math.round)}; next, conversations`);
 
   // 2. A conversation's second turn: its ~2,000-token first turn repeated, plus the reply and a question.
@@ -159,14 +174,21 @@ try {
   const by = await burst(y);
 
   const f = (n: number) => n.toFixed(1);
+  const loadAfter = Deno.readTextFileSync("/proc/loadavg").split(" ")[0];
   console.log(
-    `model: tiny ${LAYERS}-layer ${WIDTH}-wide, one engine thread, ${Deno.args.join(" ") || "defaults"}`,
+    `model: tiny ${LAYERS}-layer ${WIDTH}-wide, one engine thread, ${Deno.args.join(" ") || "defaults"}; ` +
+      `${navigator.hardwareConcurrency} cores, load average ${loadBefore} at the start, ${loadAfter} at the end`,
   );
   console.log(
     `1. ${STREAMS} streams x ${TOKENS} tokens: one instance ${f(median(one))} tok/s [${one.map(f)}], ` +
       `two ${f(median(two))} tok/s [${two.map(f)}]; ratio ${decodeRatio.toFixed(2)} (target >= 1.7: ${
         decodeRatio >= 1.7 ? "met" : "NOT met"
       })`,
+  );
+  console.log(
+    `   the engines alone (no Skulk, 4 streams to each): one ${f(median(directOne))} tok/s [${
+      directOne.map(f)
+    }], two ${f(median(directTwo))} tok/s [${directTwo.map(f)}]; ratio ${directRatio.toFixed(2)}`,
   );
   console.log(
     `2. turn-2 TTFT of a ~2,000-token prompt: with affinity ${f(median(withAff))} ms [${withAff.map(f)}], ` +

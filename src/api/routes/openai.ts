@@ -161,6 +161,12 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
       r.status === 404 ? { type: "invalid_request_error", param: "model", code: "model_not_found" } : {},
     );
   }
+  log.debug("{model} routed to instance {instance} on {node} ({why})", {
+    model,
+    instance: r.target.instanceId,
+    node: r.target.driverNode,
+    why: r.why,
+  });
   const commandId = commandIdOf(c);
   if (r.target.driverNode !== ctx.nodeId) {
     // This node owns the request: it names the command and records which node drives it, so a cancel
