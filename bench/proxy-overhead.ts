@@ -6,7 +6,13 @@
  */
 import { median, timeChatStream } from "./lib/stream.ts";
 import { enginePorts, startDaemon } from "../tests/helpers/daemon.ts";
-import { localCardWire, runnerTag, singleNodeInstance, waitForState } from "../tests/helpers/cluster.ts";
+import {
+  localCardWire,
+  postInstance,
+  runnerTag,
+  singleNodeInstance,
+  waitForState,
+} from "../tests/helpers/cluster.ts";
 import { engineBinary, tinyModel } from "../tests/helpers/models.ts";
 
 const arg = (name: string, dflt: number) => {
@@ -39,9 +45,9 @@ try {
     hiddenSize: arg("width", 512),
   });
   const instance = singleNodeInstance(node.nodeId, card, 4096);
-  await fetch(`${node.url}/instance`, { method: "POST", body: JSON.stringify({ instance }) }).then((r) =>
-    r.body?.cancel()
-  );
+  // POST /instance serves catalogue models only: postInstance registers the card first.
+  const placed = await postInstance(node, instance);
+  if (!placed.ok) throw new Error(`POST /instance: ${placed.status} ${await placed.text()}`);
   const runnerId = Object.keys(instance.MlxRingInstance.shardAssignments.runnerToShard)[0];
   await waitForState(node.url, (s) => runnerTag(s, runnerId) === "RunnerReady", "the runner", 120_000);
   const [enginePort] = await enginePorts(node.dataDir);

@@ -422,7 +422,7 @@ export async function startGeneration(
     startedAt: Date.now(),
   }, abort);
   // Queued (and counted by the router) until the instance has a free engine slot; a cancel leaves the line.
-  let release = releaseStream;
+  let release: () => void;
   try {
     release = await admitted(c, target, abort.signal, releaseStream);
   } catch (e) {
