@@ -76,7 +76,9 @@ export function registerStatus(program: Command): void {
         for (const [id, tagged] of mine) {
           const body = Object.values(tagged)[0];
           console.log(
-            `    ${id}  ${instanceName(tagged as unknown as Instance)}  ${running.get(id) ?? 0} running`,
+            `    ${id}  ${model}  ${instanceName(tagged as unknown as Instance)}  ${
+              running.get(id) ?? 0
+            } running`,
           );
           for (const [node, runner] of Object.entries(body.shardAssignments.nodeToRunner)) {
             const st = state.runners[runner];
