@@ -71,13 +71,13 @@ export function instanceLoads(ctx: RouterContext): Map<string, number> {
   return loads;
 }
 
-export type Routed = TargetResult & { why?: Choice["why"] | "pinned" };
+export type RouteChoice = TargetResult & { why?: Choice["why"] | "pinned" };
 
 /**
  * The instance that serves a request for `model` whose body is `raw`. `pinned`: the instance a peer chose
  * and forwarded here, used as it is (never re-chosen, so two nodes' views cannot bounce a request).
  */
-export function routeRequest(ctx: RouterContext, model: string, raw: string, pinned?: string): Routed {
+export function routeRequest(ctx: RouterContext, model: string, raw: string, pinned?: string): RouteChoice {
   const r = readyTargets(ctx.log.state, model);
   if (!r.ok) return r;
   if (pinned !== undefined) {
