@@ -14,7 +14,7 @@ import type { ApiEnv } from "./env.ts";
 import { envelope, errorResponse, toApiError } from "./errors.ts";
 import { bodyGuards, noSniff, originGuards } from "./guards.ts";
 import { openApiDocument } from "./openapi.ts";
-import { slotsOf } from "./slots.ts";
+import { QUEUE_HEADER, slotsOf } from "./slots.ts";
 import { customModelRoutes } from "./routes/custom-models.ts";
 import { configRoutes } from "./routes/config.ts";
 import { dashboardRoutes, isDashboardFile } from "./routes/dashboard.ts";
@@ -78,6 +78,8 @@ export function createApp(node: NodeContext, extras: AppExtras = {}): Hono<ApiEn
       instance: noted?.instance,
     });
     c.res.headers.set("X-Request-Id", id);
+    // How long the request waited for its instance's engine (set on the node whose engine served it).
+    if (noted?.queuedMs !== undefined) c.res.headers.set(QUEUE_HEADER, String(Math.round(noted.queuedMs)));
     const ms = Math.round(performance.now() - t0);
     const line = { requestId: id, method: c.req.method, path: c.req.path, status: c.res.status, ms };
     // Peer traffic runs several times a second per node; it is logged at debug unless it fails.

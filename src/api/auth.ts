@@ -88,7 +88,10 @@ export function apiKeyAuth(key: string, open: (c: Context<ApiEnv>) => boolean): 
       ? auth.slice("Bearer ".length)
       : c.req.header("x-api-key") ?? null;
     if (presented !== null && keyMatches(presented, key)) return await next();
-    if (presented === null && await signedForward(c)) return await next();
+    if (presented === null && await signedForward(c)) {
+      c.set("peer", c.req.header(FORWARDED_HEADER));
+      return await next();
+    }
     throw unauthorized();
   };
 }

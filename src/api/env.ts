@@ -2,5 +2,6 @@
 import type { Hono } from "hono";
 import type { NodeContext } from "../node/context.ts";
 
-export type ApiEnv = { Variables: { requestId: string; node: NodeContext } };
+/** `peer`: the node whose signed forward this request is, once the key check verified its signature. */
+export type ApiEnv = { Variables: { requestId: string; node: NodeContext; peer?: string } };
 export type ApiApp = Hono<ApiEnv>;

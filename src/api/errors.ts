@@ -61,11 +61,16 @@ const DOMAIN_STATUS: Record<DomainKind, { status: ContentfulStatusCode; code?: s
  * Each data-plane refusal's status. One that names a request field is an OpenAI `invalid_request_error`, as
  * clients of the speech routes expect; the others keep the status's reason as their type.
  */
-const SERVING_STATUS: Record<ServingKind, { status: ContentfulStatusCode; code?: string }> = {
+const SERVING_STATUS: Record<
+  ServingKind,
+  { status: ContentfulStatusCode; code?: string; type?: string; retryAfter?: number }
+> = {
   Invalid: { status: 400 },
   NotPlaced: { status: 404, code: "model_not_found" },
   NotReady: { status: 503 },
   Busy: { status: 503 },
+  // OpenAI's clients back off on a 429 whose type names the rate limit, after Retry-After.
+  Overloaded: { status: 429, code: "queue_full", type: "rate_limit_exceeded", retryAfter: 1 },
   EngineFailed: { status: 502 },
 };
 
@@ -87,6 +92,8 @@ export function toApiError(err: unknown): ApiError | null {
     return new ApiError(m.status, err.message, {
       ...(err.param ? { param: err.param, type: "invalid_request_error" } : {}),
       ...(m.code ? { code: m.code } : {}),
+      ...(m.type ? { type: m.type } : {}),
+      ...(m.retryAfter ? { retryAfter: m.retryAfter } : {}),
     });
   }
   if (err instanceof DomainError) {

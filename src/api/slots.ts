@@ -5,6 +5,9 @@
 import type { NodeContext } from "../node/context.ts";
 import { ApiError } from "./errors.ts";
 
+/** Milliseconds a request waited for a free slot of its instance's engine (serving/admission.ts). */
+export const QUEUE_HEADER = "x-skulk-queue-ms";
+
 /** Seconds a refused client is told to wait: streams and sessions last seconds to minutes. */
 const RETRY_AFTER_S = 5;
 

@@ -10,6 +10,7 @@ interface WireState {
     Record<string, { shardAssignments: { modelId: string; nodeToRunner: Record<string, string> } }>
   >;
   runners: Record<string, Record<string, { errorMessage?: string }>>;
+  tasks?: Record<string, Record<string, { instanceId?: string }>>;
   lastSeen: Record<string, string>;
   nodeIdentities: Record<string, { friendlyName: string; skulkVersion: string }>;
   nodeMemory: Record<string, { ramTotal: { inBytes: number }; ramAvailable: { inBytes: number } }>;
@@ -58,23 +59,37 @@ export function registerStatus(program: Command): void {
             (health?.reasons.length ? ` (${health.reasons.map((r) => r.message).join("; ")})` : ""),
         );
       }
-      console.log("\nINSTANCES");
+      console.log("\nINSTANCES (by model)");
       const entries = Object.entries(state.instances);
       if (entries.length === 0) console.log("  none placed");
-      for (const [id, tagged] of entries) {
-        const body = Object.values(tagged)[0];
-        console.log(
-          `  ${id}  ${body.shardAssignments.modelId}  ${instanceName(tagged as unknown as Instance)}`,
-        );
-        for (const [node, runner] of Object.entries(body.shardAssignments.nodeToRunner)) {
-          const st = state.runners[runner];
-          const tag = st ? Object.keys(st)[0] : "pending";
-          const err = st && Object.values(st)[0].errorMessage;
+      // Requests running per instance, from the tasks every node reports: how the router spread the load.
+      const running = new Map<string, number>();
+      for (const t of Object.values(state.tasks ?? {})) {
+        const id = Object.values(t)[0]?.instanceId;
+        if (id) running.set(id, (running.get(id) ?? 0) + 1);
+      }
+      const modelOf = ([, t]: (typeof entries)[number]) => Object.values(t)[0].shardAssignments.modelId;
+      const models = [...new Set(entries.map(modelOf))].sort();
+      for (const model of models) {
+        const mine = entries.filter((e) => modelOf(e) === model);
+        console.log(`  ${model}: ${mine.length} instance${mine.length === 1 ? "" : "s"}`);
+        for (const [id, tagged] of mine) {
+          const body = Object.values(tagged)[0];
           console.log(
-            `      runner ${runner} on ${state.nodeIdentities[node]?.friendlyName ?? node}: ${tag}${
-              err ? ` (${err})` : ""
-            }`,
+            `    ${id}  ${model}  ${instanceName(tagged as unknown as Instance)}  ${
+              running.get(id) ?? 0
+            } running`,
           );
+          for (const [node, runner] of Object.entries(body.shardAssignments.nodeToRunner)) {
+            const st = state.runners[runner];
+            const tag = st ? Object.keys(st)[0] : "pending";
+            const err = st && Object.values(st)[0].errorMessage;
+            console.log(
+              `        runner ${runner} on ${state.nodeIdentities[node]?.friendlyName ?? node}: ${tag}${
+                err ? ` (${err})` : ""
+              }`,
+            );
+          }
         }
       }
     });

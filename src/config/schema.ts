@@ -748,6 +748,31 @@ export const SETTINGS = {
     default: 10_000,
     description: "how long an extension's setup, onChatResponse or teardown may take before it is abandoned",
   }),
+  /** Requests one llama-server runs at once; admission and the router count against it. */
+  llamaParallel: setting({
+    key: "engines.llama_parallel",
+    env: "SKULK_LLAMA_PARALLEL",
+    schema: count,
+    default: 4,
+    description: "requests each llama-server runs at once (`-np`, its slots; they share its context window)",
+  }),
+  /** Past an instance's slots, this many wait; one more is a 429 (serving/admission.ts). */
+  queueDepth: setting({
+    key: "inference.queue_depth",
+    env: "SKULK_QUEUE_DEPTH",
+    schema: z.coerce.number().int("must be a whole number").min(0, "must be 0 or more"),
+    default: 16,
+    description:
+      "requests that may wait for a busy instance beyond its engine's slots (`x-skulk-queue-ms` says how long they waited); one more is 429",
+  }),
+  prefixAffinity: setting({
+    key: "inference.prefix_affinity",
+    env: "SKULK_PREFIX_AFFINITY",
+    schema: bool,
+    default: true,
+    description:
+      "send a prompt sharing a long prefix with a recent one to the instance that served it (its KV cache holds it), unless that instance is overloaded",
+  }),
 } as const;
 
 type Settings = typeof SETTINGS;

@@ -190,6 +190,7 @@ export async function prepareEngine(
             verbosity: llama.verbosity,
             threads: settings.llamaThreads ?? undefined,
             speculation: speculation ? { spec: speculation, draftPath } : undefined,
+            parallel: settings.llamaParallel,
           }, registry),
       };
     }

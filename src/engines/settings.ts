@@ -14,6 +14,7 @@ const KEYS = [
   "sherpaThreads",
   "llamaThreads",
   "speculationNgram",
+  "llamaParallel",
   "sileroVadModel",
 ] as const satisfies readonly (keyof Config)[];
 

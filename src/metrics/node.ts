@@ -5,6 +5,7 @@
 import { instanceBody } from "../cluster/instances.ts";
 import type { PeerTransport } from "../cluster/peers.ts";
 import type { NodeContext } from "../node/context.ts";
+import { admissionOf } from "../serving/router.ts";
 import { runningOf } from "../serving/running.ts";
 import { incrementsOf } from "./events.ts";
 import { generationOf, Metrics } from "./registry.ts";
@@ -65,6 +66,7 @@ export function metricsOf(ctx: NodeContext, slots: () => SlotCounts = () => NO_S
     },
     accelerators: () => own()?.system?.accelerators ?? [],
     isMaster: () => ctx.masterNodeId() === ctx.nodeId,
+    queued: () => admissionOf(ctx).depths(),
   });
   const metrics = m;
   ctx.log.onApplied((ie, before) => metrics.apply(incrementsOf(ie, before, ctx.nodeId)));
@@ -77,6 +79,8 @@ interface Noted {
   arrivedAt: number;
   model?: string;
   instance?: string;
+  /** Milliseconds it waited for a slot of its instance's engine (the API's `x-skulk-queue-ms`). */
+  queuedMs?: number;
 }
 /**
  * Keyed by the request's hono Context, the one object every middleware and handler of a request shares
@@ -93,6 +97,12 @@ export function noteArrival(req: object): void {
 export function noteTarget(req: object, model: string, instance?: string): void {
   const n = noted.get(req);
   if (n) (n.model = model, n.instance = instance ?? n.instance);
+}
+
+/** Called once a request was admitted to its instance's engine, with how long it waited. */
+export function noteQueued(req: object, ms: number): void {
+  const n = noted.get(req);
+  if (n) n.queuedMs = ms;
 }
 
 export function notedOf(req: object): Noted | undefined {

@@ -24,6 +24,8 @@ export interface GaugeSource {
   memory(): { total: number; available: number } | null;
   accelerators(): Accelerator[];
   isMaster(): boolean;
+  /** Requests waiting for a slot of each instance this node drives (serving/admission.ts). */
+  queued?(): { instance: string; waiting: number }[];
 }
 
 /** Known ids for the bounded labels. */
@@ -54,6 +56,8 @@ export interface GenerationRecord {
 const TTFT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 /** Per-token decode latency: ~1 ms (fast GPU, small model) to ~1 s (CPU, or a pool over a slow link). */
 const TOKEN_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+/** Admission waits: none at all for most requests, up to a long generation's length when a burst queues. */
+const QUEUE_BUCKETS = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const RUNNER_PHASES = ["starting", "ready", "failed", "stopping"] as const;
 
 export class Metrics {
@@ -65,6 +69,7 @@ export class Metrics {
   readonly #tokens: Counter<"kind" | "model">;
   readonly #ttft: Histogram<"model">;
   readonly #perToken: Histogram<"model">;
+  readonly #queueWait: Histogram<"model">;
   readonly #placements: Counter<"reason">;
   readonly #refusals: Counter<"source">;
   readonly #elections: Counter;
@@ -100,6 +105,11 @@ export class Metrics {
       "skulk_time_per_output_token_seconds",
       "Seconds per generated token of each generation, as the engine timed its decode",
       TOKEN_BUCKETS,
+    );
+    this.#queueWait = histogram(
+      "skulk_queue_wait_seconds",
+      "Seconds a request waited in its instance's admission queue on this node for an engine slot (inference.queue_depth)",
+      QUEUE_BUCKETS,
     );
     this.#placements = counter(
       "skulk_placements_total",
@@ -168,6 +178,18 @@ export class Metrics {
         },
       });
     }
+    new Gauge({
+      name: "skulk_queue_depth",
+      help: "Requests waiting in admission queues for an engine slot, by instance this node drives",
+      labelNames: ["instance"],
+      registers,
+      collect() {
+        this.reset();
+        for (const q of s.queued?.() ?? []) {
+          this.inc({ instance: instances.of(q.instance, known.instance) }, q.waiting);
+        }
+      },
+    });
     new Gauge({
       name: "skulk_command_queue_depth",
       help: "Commands waiting for or being decided by the master's desk on this node",
@@ -270,6 +292,11 @@ export class Metrics {
     if (typeof g.perTokenSeconds === "number" && g.perTokenSeconds > 0) {
       this.#perToken.observe({ model }, g.perTokenSeconds);
     }
+  }
+
+  /** A request let through admission after `seconds` in its instance's queue. */
+  queued(model: string, seconds: number): void {
+    this.#queueWait.observe({ model: this.#models.of(model, this.known.model) }, seconds);
   }
 
   /** A placement request this node answered with the planner's refusal. */

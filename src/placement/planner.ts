@@ -97,6 +97,8 @@ interface Candidate {
   tag: string;
   avail: number;
   downloaded: number;
+  /** Instances of this model already on the node: a replica goes where there are fewest. */
+  serving: number;
 }
 
 const fail = (error: string, pending = false): PlanResult => ({ ok: false, error, pending });
@@ -118,11 +120,15 @@ function pickPort(inUse: Set<number>): number {
 const lend = (c: Candidate) => Math.max(0, c.avail - MEMORY_OVERHEAD_FLOOR);
 const linkRank = (n: NodeView) => n.addresses.length ? LINK_RANK[n.addresses[0].type] : 99;
 
-/** The single node to use: preference score, then most of the file on disk, then most memory, then id. */
+/**
+ * The single node to use: preference score, then fewest instances of the model already there (a replica
+ * spreads load over machines before it doubles up on one), then most of the file on disk, then most memory,
+ * then id.
+ */
 function bestSingle(fits: Candidate[], preference: string[]): Candidate {
   return [...fits].sort((a, b) =>
     preferenceScore(preference, b.tag) - preferenceScore(preference, a.tag) ||
-    b.downloaded - a.downloaded || b.avail - a.avail || byId(a.node, b.node)
+    a.serving - b.serving || b.downloaded - a.downloaded || b.avail - a.avail || byId(a.node, b.node)
   )[0];
 }
 
@@ -228,6 +234,7 @@ export function plan(
           tag,
           avail: available(n),
           downloaded: view.downloads[n.nodeId]?.[id] ?? 0,
+          serving: view.serving?.[n.nodeId]?.filter((m) => m === id).length ?? 0,
         });}
     }
   }

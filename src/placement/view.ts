@@ -63,6 +63,8 @@ export interface ClusterView {
   downloads: Record<string, Record<string, number>>;
   /** Listener ports held by live instances (RPC donors, rings). */
   portsInUse: number[];
+  /** nodeId -> ids of the models an instance already runs on it (a replica prefers other nodes). */
+  serving?: Record<string, string[]>;
 }
 
 export function available(n: NodeView): number {
@@ -189,7 +191,10 @@ export function buildClusterView(
   const reserved = new Map<string, number>();
   const lent = new Map<string, number>();
   const portsInUse: number[] = [];
+  const serving: Record<string, string[]> = {};
   for (const inst of Object.values(state.instances)) {
+    const { modelId, nodeToRunner } = instanceBody(inst).shardAssignments;
+    for (const node of Object.keys(nodeToRunner)) (serving[node] ??= []).push(modelId);
     for (const [node, { bytes, loaded }] of footprints(inst, state.runners)) {
       const into = loaded ? lent : reserved;
       into.set(node, (into.get(node) ?? 0) + bytes);
@@ -232,5 +237,5 @@ export function buildClusterView(
     downloads[nodeId] = {};
     for (const p of list) downloads[nodeId][downloadModelId(p)] = downloadFraction(p);
   }
-  return { nodes, downloads, portsInUse: [...new Set(portsInUse)].sort((a, b) => a - b) };
+  return { nodes, downloads, portsInUse: [...new Set(portsInUse)].sort((a, b) => a - b), serving };
 }

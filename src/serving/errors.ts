@@ -12,6 +12,8 @@ export type ServingKind =
   | "NotReady"
   /** The engine's queue is full: retry shortly. */
   | "Busy"
+  /** Every slot of the instance runs and its admission queue is full: retry after a moment (a 429). */
+  | "Overloaded"
   /** The engine answered, but not with something usable. */
   | "EngineFailed";
 

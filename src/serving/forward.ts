@@ -8,6 +8,7 @@ import type { ClusterHandle } from "../cluster/handle.ts";
 import type { TelemetryView } from "../cluster/telemetry.ts";
 import type { Config } from "../config/schema.ts";
 import { fetchWithDeadlines, forwardDeadlines, NodeSilent, sseWithFailureEvent } from "./deadlines.ts";
+import { INSTANCE_HEADER } from "./router.ts";
 import { COMMAND_ID_HEADER } from "./running.ts";
 import { TASK_ID_HEADER } from "../tracing/recorder.ts";
 
@@ -15,9 +16,17 @@ export const FORWARDED_HEADER = "x-skulk-forwarded-by";
 
 /**
  * Client headers a forward keeps: what the serving node needs to answer, never a credential or cookie. The
- * task id is the one the forwarding node set (it drops a client's), trusted there only on a signed request.
+ * task id and the chosen instance are the forwarding node's (it drops a client's), trusted there only on a
+ * signed request.
  */
-const KEPT = ["content-type", "accept", "x-request-id", COMMAND_ID_HEADER, TASK_ID_HEADER] as const;
+const KEPT = [
+  "content-type",
+  "accept",
+  "x-request-id",
+  COMMAND_ID_HEADER,
+  TASK_ID_HEADER,
+  INSTANCE_HEADER,
+] as const;
 
 /** What forwarding needs of the node: its id, where other nodes listen, and its cluster key to sign with. */
 export interface ForwardContext {

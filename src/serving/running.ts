@@ -53,6 +53,11 @@ export class RunningRequests {
     return this.#entries.get(commandId);
   }
 
+  /** Every request this node drives or owns now (the router's own counts). */
+  all(): RunningRequest[] {
+    return [...this.#entries.values()].map((e) => e.request);
+  }
+
   /** Requests whose engine runs on this node: what this node reports for the cluster's `/state`. */
   driven(selfNodeId: string): RunningRequest[] {
     return [...this.#entries.values()].map((e) => e.request).filter((r) => r.driverNode === selfNodeId)

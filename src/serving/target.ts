@@ -1,6 +1,6 @@
 /**
- * Which engine answers a request for a model: pure over the cluster state. Picks an instance of the model
- * whose runners are all ready (preferring one driven by this node) and names its driver node and runner.
+ * Which engines can answer a request for a model: pure over the cluster state. Lists the instances of the
+ * model whose runners are all ready, each with its driver node and runner (serving/balance.ts picks one).
  */
 import { instanceBody } from "../cluster/instances.ts";
 import type { ClusterState } from "../cluster/state.ts";
@@ -19,7 +19,12 @@ export type TargetResult =
 
 const READY = new Set(["RunnerReady", "RunnerRunning"]);
 
-export function resolveTarget(state: ClusterState, modelId: string, selfNodeId: string): TargetResult {
+export type TargetsResult =
+  | { ok: true; targets: Target[] }
+  | { ok: false; status: 404 | 503; message: string };
+
+/** Every ready instance of the model, by instance id; or why none can serve (404 none placed, 503 not ready). */
+export function readyTargets(state: ClusterState, modelId: string): TargetsResult {
   const candidates = Object.entries(state.instances).filter(([, i]) =>
     instanceBody(i).shardAssignments.modelId === modelId
   );
@@ -56,9 +61,13 @@ export function resolveTarget(state: ClusterState, modelId: string, selfNodeId: 
   if (ready.length === 0) {
     return { ok: false, status: 503, message: `model ${modelId} cannot serve now: ${described.join("; ")}` };
   }
-  ready.sort((a, b) =>
-    Number(b.driverNode === selfNodeId) - Number(a.driverNode === selfNodeId) ||
-    a.instanceId.localeCompare(b.instanceId)
-  );
-  return { ok: true, target: ready[0] };
+  return { ok: true, targets: ready.sort((a, b) => a.instanceId.localeCompare(b.instanceId)) };
+}
+
+/** One ready instance, preferring one this node drives (routes with no load to balance: speech, loads). */
+export function resolveTarget(state: ClusterState, modelId: string, selfNodeId: string): TargetResult {
+  const r = readyTargets(state, modelId);
+  if (!r.ok) return r;
+  const local = r.targets.find((t) => t.driverNode === selfNodeId);
+  return { ok: true, target: local ?? r.targets[0] };
 }

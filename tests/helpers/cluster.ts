@@ -114,6 +114,17 @@ export async function postInstance(via: Node, instance: Instance, nodes: Node[] 
 // deno-lint-ignore no-explicit-any
 export type WireState = Record<string, any>;
 
+/** A JSON POST to a node's API, given up after `timeoutMs` (a placement may wait on the master's queue). */
+export const postJson = (url: string, path: string, body: unknown, timeoutMs = 60_000) =>
+  fetch(`${url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+
+export const stateOf = async (url: string): Promise<WireState> => await (await fetch(`${url}/state`)).json();
+
 export async function waitForState(
   url: string,
   pred: (s: WireState) => boolean,

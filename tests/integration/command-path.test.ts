@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { allVoters, json, oneMaster, waitFor } from "../helpers/multinode.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { runnerTag, waitForState, type WireState } from "../helpers/cluster.ts";
+import { postJson, runnerTag, stateOf, waitForState } from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/command-tiny";
 // Measured: the tiny model's shard needs ~0.28 GB (weights, KV for its context, the engine's 256 MiB floor),
@@ -30,15 +30,7 @@ async function node(args: string[]): Promise<Daemon> {
   return d;
 }
 
-const post = (url: string, path: string, body: unknown) =>
-  fetch(`${url}${path}`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-    signal: AbortSignal.timeout(60_000),
-  });
-
-const stateOf = async (url: string): Promise<WireState> => await (await fetch(`${url}/state`)).json();
+const post = postJson;
 
 type Body = { instance_id?: string; error?: { message: string; code: string | number } };
 const nodesOf = (inst: unknown): string[] =>

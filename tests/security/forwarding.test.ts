@@ -212,6 +212,19 @@ describe("two nodes with different API keys, joined by a token", () => {
     await res.body?.cancel();
   });
 
+  it("ignores a chosen instance that a client, not a signed peer, names", async () => {
+    // A client with a's own key may not pick the instance (x-skulk-instance is a peer's word, taken only
+    // on a signed forward): the bogus id is ignored and a's balancer serves the request.
+    const res = await authed(`${a.url}/v1/chat/completions`, KEY_A, {
+      method: "POST",
+      headers: { "x-skulk-forwarded-by": b.nodeId, "x-skulk-instance": "not-an-instance" },
+      body: JSON.stringify({ model: CHAT, messages: [{ role: "user", content: "Hi" }], max_tokens: 4 }),
+    });
+    const text = await res.text();
+    expect(res.status, text).toBe(200);
+    expect(text).not.toContain("not-an-instance");
+  });
+
   it("runs a realtime session through b with b's key", async () => {
     // A second of a tone: the tiny random-weight whisper transcribes anything; the route is what is tested.
     const tone = Float32Array.from(

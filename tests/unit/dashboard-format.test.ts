@@ -6,6 +6,7 @@ import {
   instanceReady,
   instanceView,
   runnerState,
+  runningByInstance,
   sizeBucket,
 } from "../../src/dashboard/app/format.ts";
 import { emptyAnswer, foldItem, SseParser } from "../../src/dashboard/app/sse.ts";
@@ -167,5 +168,17 @@ describe("chat stream reading", () => {
       emptyAnswer(),
     );
     expect(a.error).toBe("model gone");
+  });
+});
+
+describe("runningByInstance", () => {
+  it("counts each node's reported tasks per instance, ignoring tasks without one", () => {
+    const tasks = {
+      t1: { TextGeneration: { instanceId: "a" } },
+      t2: { TextGeneration: { instanceId: "b" } },
+      t3: { TextEmbedding: { instanceId: "a" } },
+      t4: { TextGeneration: {} },
+    };
+    expect([...runningByInstance(tasks)].sort()).toEqual([["a", 2], ["b", 1]]);
   });
 });

@@ -97,6 +97,7 @@ describe("the exposition", () => {
         runnerPhases: () => phases,
         memory: () => ({ total: 1000, available: 400 }),
         inFlight: () => [{ instance: "i1" }, { instance: "i1" }, { instance: "i2" }],
+        queued: () => [{ instance: "i1", waiting: 3 }],
         accelerators: () => [{
           vendor: "nvidia",
           name: 'free "text"',
@@ -118,6 +119,7 @@ describe("the exposition", () => {
     expect(text).toContain('skulk_runners{phase="starting"} 0');
     expect(text).toContain('skulk_memory_bytes{kind="available"} 400');
     expect(text).toContain('skulk_in_flight_requests{instance="i1"} 2');
+    expect(text).toContain('skulk_queue_depth{instance="i1"} 3');
     expect(text).toContain('skulk_accelerator_temperature_celsius{index="0",vendor="nvidia"} 61');
     expect(text).not.toContain("skulk_accelerator_memory_used_bytes{");
     expect(text).not.toContain("free");
@@ -125,6 +127,10 @@ describe("the exposition", () => {
     ({ text } = await m.expose());
     expect(text).toContain('skulk_runners{phase="ready"} 0');
     expect(text).not.toContain('skulk_in_flight_requests{instance="i3"}');
+    m.queued("m", 0.2);
+    ({ text } = await m.expose());
+    expect(text).toContain('skulk_queue_wait_seconds_bucket{le="0.25",model="m"} 1');
+    expect(text).toContain('skulk_queue_wait_seconds_bucket{le="0.1",model="m"} 0');
   });
 });
 

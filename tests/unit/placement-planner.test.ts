@@ -11,7 +11,18 @@ import {
 } from "../../src/placement/estimate.ts";
 import { type PlacementRequest, placementRequest, plan } from "../../src/placement/planner.ts";
 import { available, type ClusterView } from "../../src/placement/view.ts";
-import { clusterView, counterIds, GB, type NodeSpec, rng } from "../helpers/synthetic-cluster.ts";
+import { applyEvent, emptyState } from "../../src/cluster/state.ts";
+import { makeEvent } from "../../src/cluster/events.ts";
+import { buildClusterView } from "../../src/placement/view.ts";
+import {
+  clusterView,
+  counterIds,
+  entries,
+  GB,
+  type NodeSpec,
+  NOW,
+  rng,
+} from "../helpers/synthetic-cluster.ts";
 
 const catalog = Catalog.bundled();
 function card(id: string): ModelCard {
@@ -408,5 +419,33 @@ describe("planner: properties over random clusters (1..16 nodes)", () => {
     // The generator must exercise both shapes, or the properties above prove little.
     expect(placed).toBeGreaterThan(50);
     expect(pooledCount).toBeGreaterThan(5);
+  });
+});
+
+describe("planner: replicas", () => {
+  const placedOn = (specs: NodeSpec[], placements: number) => {
+    let state = emptyState();
+    const ids = counterIds("r");
+    const nodes: string[][] = [];
+    for (let k = 0; k < placements; k++) {
+      const view = buildClusterView(state, entries(specs), NOW, { nodeTimeoutMs: 30_000 });
+      // The first node fetched the file for the first instance: a replica must still go elsewhere.
+      view.downloads = k > 0 ? { [nodesOf(Object.values(state.instances)[0])[0]]: { [LLAMA_1B]: 1 } } : {};
+      const r = plan(view, card(LLAMA_1B), placementRequest(LLAMA_1B), ids);
+      if (!r.ok) throw new Error(r.error);
+      state = applyEvent(state, makeEvent("InstanceCreated", { instance: r.placement.instance }));
+      nodes.push(nodesOf(r.placement.instance));
+    }
+    return nodes;
+  };
+
+  it("a model placed again goes to a node not yet serving it, though the first holds its file", () => {
+    const [first, second] = placedOn([cpu("n1", 16), cpu("n2", 16)], 2);
+    expect(second).not.toEqual(first);
+  });
+
+  it("with every node serving it, a replica shares a node that still fits it", () => {
+    const placed = placedOn([cpu("n1", 16)], 2);
+    expect(placed).toEqual([["n1"], ["n1"]]);
   });
 });

@@ -7,7 +7,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { z } from "zod";
 import { logger } from "../../log/mod.ts";
-import { metricsOf, noteTarget, streamObserver } from "../../metrics/node.ts";
+import { metricsOf, notedOf, noteQueued, noteTarget, streamObserver } from "../../metrics/node.ts";
 import { generationOf } from "../../metrics/registry.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { withAcceptance } from "../../engines/speculation.ts";
@@ -15,7 +15,8 @@ import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.t
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
-import { resolveTarget, type Target } from "../../serving/target.ts";
+import { admissionOf, INSTANCE_HEADER, routeRequest } from "../../serving/router.ts";
+import type { Target } from "../../serving/target.ts";
 import { markTrace, traceEngine, traceForward, traceTarget } from "../../tracing/recorder.ts";
 import type { ApiEnv } from "../env.ts";
 import { admittedTokens, extendChat } from "../extensions.ts";
@@ -139,11 +140,23 @@ export function untilDone(res: Response, done: () => void): Response {
   return new Response(out, { status: res.status, statusText: res.statusText, headers: res.headers });
 }
 
-/** Finds the engine for a model: a local runner's URL, or the driving node's streamed answer. */
+/**
+ * The instance a forwarding peer chose: trusted only on a peer's forward, verified by its signature when
+ * this node has an API key (without one, the cluster trusts its LAN, as for the command id).
+ */
+function pinnedInstance(c: Context<ApiEnv>): string | undefined {
+  const peer = c.var.node.config.apiKey ? c.var.peer : c.req.header(FORWARDED_HEADER);
+  return peer ? c.req.header(INSTANCE_HEADER) : undefined;
+}
+
+/**
+ * Finds the engine for a model: the balancer's instance (serving/router.ts), as a local runner's URL, or
+ * the driving node's streamed answer.
+ */
 export async function route(c: Context<ApiEnv>, model: string, raw: string): Promise<Routed> {
   const ctx = c.var.node;
   markTrace(c, "routeStart");
-  const r = resolveTarget(ctx.log.state, model, ctx.nodeId);
+  const r = routeRequest(ctx, model, raw, pinnedInstance(c));
   noteTarget(c, model, r.ok ? r.target.instanceId : undefined);
   traceTarget(c, model, r.ok ? r.target.instanceId : undefined);
   if (!r.ok) {
@@ -153,6 +166,12 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
       r.status === 404 ? { type: "invalid_request_error", param: "model", code: "model_not_found" } : {},
     );
   }
+  log.debug("{model} routed to instance {instance} on {node} ({why})", {
+    model,
+    instance: r.target.instanceId,
+    node: r.target.driverNode,
+    why: r.why,
+  });
   const commandId = commandIdOf(c);
   traceTarget(c, model, r.target.instanceId, commandId);
   if (r.target.driverNode !== ctx.nodeId) {
@@ -160,6 +179,7 @@ export async function route(c: Context<ApiEnv>, model: string, raw: string): Pro
     // sent here reaches the engine's node.
     const headers = new Headers(c.req.raw.headers);
     headers.set(COMMAND_ID_HEADER, commandId);
+    headers.set(INSTANCE_HEADER, r.target.instanceId);
     traceForward(c, headers, r.target.driverNode);
     const req = new Request(c.req.raw.url, { method: c.req.method, headers, signal: c.req.raw.signal });
     const running = runningOf(ctx);
@@ -362,6 +382,30 @@ interface Generation {
   release: () => void;
 }
 
+/**
+ * Waits for a slot of the instance's engine (serving/admission.ts), notes the wait for the response header
+ * and the metrics, and returns one release for the slot and `also` (the stream slot).
+ */
+async function admitted(
+  c: Context<ApiEnv>,
+  target: Target,
+  signal: AbortSignal,
+  also: () => void = () => {},
+): Promise<() => void> {
+  const ctx = c.var.node;
+  const gone = AbortSignal.any([signal, c.req.raw.signal]);
+  let a;
+  try {
+    a = await admissionOf(ctx).enter(target.instanceId, gone);
+  } catch (e) {
+    if (!gone.aborted) throw e;
+    throw new ApiError(503, `the request was cancelled while it waited for instance ${target.instanceId}`);
+  }
+  noteQueued(c, a.waitedMs);
+  metricsOf(ctx).queued(notedOf(c)?.model ?? "", a.waitedMs / 1000);
+  return () => (a.release(), also());
+}
+
 /** Sends a generation to the engine under its command id, recorded as running (cancellable through /v1/cancel). */
 export async function startGeneration(
   c: Context<ApiEnv>,
@@ -372,7 +416,7 @@ export async function startGeneration(
   const ctx = c.var.node;
   const { baseUrl, target, commandId } = routed;
   // A stream takes its slot before the engine starts, so a full node refuses without spending work.
-  const release = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
+  const releaseStream = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
   const abort = new AbortController();
   const running = runningOf(ctx);
   const forwardedBy = c.req.header(FORWARDED_HEADER);
@@ -385,6 +429,15 @@ export async function startGeneration(
     path: c.req.path,
     startedAt: Date.now(),
   }, abort);
+  // Queued (and counted by the router) until the instance has a free engine slot; a cancel leaves the line.
+  let release: () => void;
+  try {
+    release = await admitted(c, target, abort.signal, releaseStream);
+  } catch (e) {
+    running.remove(commandId);
+    releaseStream();
+    throw e;
+  }
   let res: Response;
   markTrace(c, "engineCall");
   try {
@@ -481,14 +534,19 @@ export async function localEmbeddings(
 ): Promise<Record<string, unknown>> {
   const abort = new AbortController();
   c.req.raw.signal.addEventListener("abort", () => abort.abort());
-  let res: Response;
+  const release = await admitted(c, local.target, abort.signal);
   try {
-    res = await callEngine(local.baseUrl, "/v1/embeddings", body, abort);
-  } catch (e) {
-    throw new ApiError(503, engineFailure(c.var.node, local.target, e));
+    let res: Response;
+    try {
+      res = await callEngine(local.baseUrl, "/v1/embeddings", body, abort);
+    } catch (e) {
+      throw new ApiError(503, engineFailure(c.var.node, local.target, e));
+    }
+    if (!res.ok) throw await engineError(res);
+    return await res.json() as Record<string, unknown>;
+  } finally {
+    release();
   }
-  if (!res.ok) throw await engineError(res);
-  return await res.json() as Record<string, unknown>;
 }
 
 export const openaiRoutes = new Hono<ApiEnv>()
@@ -587,6 +645,7 @@ export const openaiRoutes = new Hono<ApiEnv>()
       return c.json({ ...out, id: commandId, model: body.model });
     } finally {
       runningOf(ctx).remove(commandId);
+      release();
     }
   })
   .post("/v1/embeddings", async (c) => {

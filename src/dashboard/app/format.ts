@@ -221,3 +221,16 @@ export const SIZE_BUCKETS: { id: SizeBucket; label: string; max: number }[] = [
 export function sizeBucket(sizeBytes: number): SizeBucket {
   return SIZE_BUCKETS.find((b) => sizeBytes < b.max)!.id;
 }
+
+/**
+ * Requests running per instance, from the tasks every node reports in `/state` (`{taskId: {Kind:
+ * {instanceId}}}`): how the router spread a model's load over its instances.
+ */
+export function runningByInstance(tasks: Record<string, Record<string, unknown>>): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const t of Object.values(tasks)) {
+    const id = (Object.values(t)[0] as { instanceId?: unknown } | undefined)?.instanceId;
+    if (typeof id === "string") out.set(id, (out.get(id) ?? 0) + 1);
+  }
+  return out;
+}

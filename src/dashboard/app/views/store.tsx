@@ -21,6 +21,7 @@ import {
   instanceView,
   rate,
   runnerState,
+  runningByInstance,
   SIZE_BUCKETS,
   sizeBucket,
 } from "../format.ts";
@@ -229,7 +230,16 @@ function Running(props: { live: Live }) {
   const [confirm, setConfirm] = useState<string | null>(null);
   const [msg, setMsg] = useState<{ tone: "info" | "error"; text: string } | null>(null);
   if (!s) return null;
-  const views = Object.entries(s.instances).map(([id, i]) => instanceView(id, i, s.runners));
+  // A model's instances side by side (replicas share its load), each with the requests it runs now.
+  const views = Object.entries(s.instances).map(([id, i]) => instanceView(id, i, s.runners))
+    .sort((a, b) => a.modelId.localeCompare(b.modelId) || a.id.localeCompare(b.id));
+  const perModel = new Map<string, number>();
+  const ordinal = new Map<string, number>();
+  for (const v of views) {
+    perModel.set(v.modelId, (perModel.get(v.modelId) ?? 0) + 1);
+    ordinal.set(v.id, perModel.get(v.modelId)!);
+  }
+  const running = runningByInstance(s.tasks as Record<string, Record<string, unknown>>);
   const remove = async (id: string) => {
     setConfirm(null);
     try {
@@ -255,6 +265,10 @@ function Running(props: { live: Live }) {
                   <span class="muted small">
                     {v.kind}
                     {v.contextTokenLimit ? ` · ${v.contextTokenLimit.toLocaleString()} tokens` : ""}
+                    {(perModel.get(v.modelId) ?? 1) > 1
+                      ? ` · instance ${ordinal.get(v.id)} of ${perModel.get(v.modelId)}`
+                      : ""}
+                    {` · ${running.get(v.id) ?? 0} running`}
                   </span>
                 </div>
                 <ul class="runners">
