@@ -82,7 +82,7 @@ describe("validating a proposed skulk.yaml", () => {
   });
 
   it("says whether the new file changes what the node would run with", () => {
-    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, tracing: { enabled: true } }, "f")).toBe(
+    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, notes: { owner: "ops" } }, "f")).toBe(
       false,
     );
     // The hub token is a setting the downloads read (hf_token, as upstream's skulk.yaml has it).
