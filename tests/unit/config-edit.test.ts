@@ -82,9 +82,10 @@ describe("validating a proposed skulk.yaml", () => {
   });
 
   it("says whether the new file changes what the node would run with", () => {
-    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, notes: { owner: "ops" } }, "f")).toBe(
-      false,
-    );
+    expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, connectivity: { relay: true } }, "f"))
+      .toBe(
+        false,
+      );
     // The hub token is a setting the downloads read (hf_token, as upstream's skulk.yaml has it).
     expect(changesSettings({ api: { port: 1 } }, { api: { port: 1 }, hf_token: "t" }, "f")).toBe(true);
     expect(changesSettings({ api: { port: 1 } }, { api: { port: 2 } }, "f")).toBe(true);
