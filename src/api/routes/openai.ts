@@ -13,6 +13,7 @@ import type { NodeContext } from "../../node/context.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
+import { engineTakesImages, hasImageInput } from "../../serving/images.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
 import { resolveTarget, type Target } from "../../serving/target.ts";
 import type { ApiEnv } from "../env.ts";
@@ -418,6 +419,17 @@ export async function chatGeneration(
   framing: (commandId: string) => ChatStreamFraming,
 ): Promise<Response | { commandId: string; reply: Record<string, unknown> }> {
   const ctx = c.var.node;
+  if (
+    hasImageInput(req.messages) &&
+    !engineTakesImages(ctx.worker?.runner(local.target.runnerId)?.engine?.spec.args)
+  ) {
+    throw badRequest(
+      `model ${
+        String(req.model)
+      } takes no images: it runs without a vision projector (mmproj); send text only`,
+      "messages",
+    );
+  }
   const forcing = forceToolCall(req);
   const { commandId, abort, res, release } = await startGeneration(
     c,
