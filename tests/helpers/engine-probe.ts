@@ -6,6 +6,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { Ollama } from "ollama";
 import OpenAI from "openai";
+import { expect } from "vitest";
 import { type Daemon, skulk } from "./daemon.ts";
 
 /** A function tool whose arguments a forced call must fit (enums and bounds the schema can check). */
@@ -25,6 +26,14 @@ export const WEATHER = {
     },
   },
 };
+
+/** Arguments (JSON text or parsed) that only a grammar holding the model to WEATHER's schema fills validly. */
+export function expectWeatherArgs(given: string | Record<string, unknown>) {
+  const args = typeof given === "string" ? JSON.parse(given) : given;
+  expect(["Paris", "Oslo"]).toContain(args.city);
+  expect(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7).toBe(true);
+  expect(Object.keys(args).sort()).toEqual(["city", "days"]);
+}
 
 /** WEATHER as a Responses function tool. */
 export const WEATHER_FN = {

@@ -7,7 +7,14 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Daemon, startDaemon } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
-import { engineBusy, enginePort, sdkClients, WEATHER, WEATHER_FN } from "../helpers/engine-probe.ts";
+import {
+  engineBusy,
+  enginePort,
+  expectWeatherArgs,
+  sdkClients,
+  WEATHER,
+  WEATHER_FN,
+} from "../helpers/engine-probe.ts";
 import { placeReady } from "../helpers/cluster.ts";
 
 const MODEL = "skulk-test/tiny-tools";
@@ -30,13 +37,6 @@ const TIME = {
     },
   },
 };
-
-function expectWeatherArgs(json: string) {
-  const args = JSON.parse(json);
-  expect(["Paris", "Oslo"]).toContain(args.city);
-  expect(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7).toBe(true);
-  expect(Object.keys(args).sort()).toEqual(["city", "days"]);
-}
 
 describe("client APIs through a real engine", () => {
   let node: Daemon;
