@@ -622,6 +622,29 @@ export const SETTINGS = {
     defaultText: "`~/.cache/huggingface`",
     description: "huggingface_hub's home, where `huggingface-cli login` keeps the token",
   }),
+  responsesStoreMax: setting({
+    key: "inference.responses_store_max",
+    env: "SKULK_RESPONSES_STORE_MAX",
+    schema: count,
+    default: 1000,
+    description:
+      "Responses kept in memory for `previous_response_id` on the node that generated them; the oldest goes first",
+  }),
+  responsesStoreBytes: setting({
+    key: "inference.responses_store_bytes",
+    env: "SKULK_RESPONSES_STORE_BYTES",
+    schema: byteSize,
+    default: 64 * 1024 * 1024,
+    defaultText: "64 MiB",
+    description: "bytes of kept Responses conversations (as JSON) at most; the oldest go first",
+  }),
+  responsesStoreTtl: setting({
+    key: "inference.responses_store_ttl_seconds",
+    env: "SKULK_RESPONSES_STORE_TTL_SECONDS",
+    schema: seconds,
+    default: 3600,
+    description: "how long a kept Response can be continued through `previous_response_id`",
+  }),
   vocabDir: setting({
     key: "dev.vocab_dir",
     env: "SKULK_VOCAB_DIR",

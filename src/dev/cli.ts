@@ -40,6 +40,7 @@ export function registerDev(program: Command): Command {
       "--pooling <kind>",
       "none, mean, cls or last: a pooling type for llama-server --embeddings (default none)",
     )
+    .option("--thinking", "a reasoning model: its chat template opens a <think> block in the reply")
     .option("--name <name>", "general.name written in the header")
     .option("--json", "print the result as JSON")
     .action(async (flags) => {
@@ -61,6 +62,7 @@ export function registerDev(program: Command): Command {
           vocab: flags.vocab,
           dtype: flags.dtype,
           pooling: flags.pooling,
+          thinking: flags.thinking,
           name: flags.name,
         }, loadConfig({}).config);
         if (flags.json) {

@@ -2,6 +2,7 @@
  * Anthropic Messages on top of the engine's Chat Completions: the wire schemas, the request translation, the
  * reply translation, and a stream translator from llama-server's SSE chunks to Anthropic's event sequence. Pure.
  */
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { ChatTool, ChatToolChoice } from "./forced-tools.ts";
 import { newToolCallId } from "./forced-tools.ts";
@@ -260,6 +261,15 @@ const toolUseId = (
   id: string | undefined,
 ) => (id && id.startsWith("toolu_") ? id : `toolu_${(id || newToolCallId()).replace(/^call_/, "")}`);
 
+/**
+ * A thinking block's signature: Anthropic's is opaque to clients, which send it back with the block. Nothing here
+ * verifies it (the engine re-reads thinking as text); a digest of the text keeps it non-empty and stable, as
+ * clients that drop unsigned thinking expect.
+ */
+export function thinkingSignature(thinking: string): string {
+  return createHash("sha256").update(`skulk-thinking:${thinking}`).digest("base64");
+}
+
 const stopWord = (v: { stopping_word?: string } | null | undefined): string | null =>
   v?.stopping_word || null;
 
@@ -269,7 +279,13 @@ export function fromChatReply(out: ChatReply, id: string, model: string) {
   const choice = out.choices?.[0];
   const m = choice?.message ?? {};
   const content: AnthropicBlock[] = [];
-  if (m.reasoning_content) content.push({ type: "thinking", thinking: m.reasoning_content, signature: "" });
+  if (m.reasoning_content) {
+    content.push({
+      type: "thinking",
+      thinking: m.reasoning_content,
+      signature: thinkingSignature(m.reasoning_content),
+    });
+  }
   if (m.content) content.push({ type: "text", text: m.content });
   for (const tc of m.tool_calls ?? []) {
     content.push({
@@ -305,6 +321,8 @@ export function sseEvent(type: string, data: unknown): string {
 export class AnthropicStreamTranslator extends ChatEventTranslator {
   #open: { kind: "text" | "thinking" | "tool"; toolIndex?: number } | null = null;
   #index = -1;
+  /** The open thinking block's text so far, signed when the block closes. */
+  #thinking = "";
 
   constructor(readonly id: string, readonly model: string) {
     super();
@@ -328,8 +346,13 @@ export class AnthropicStreamTranslator extends ChatEventTranslator {
 
   #close(): string {
     if (!this.#open) return "";
+    // Anthropic ends a thinking block with its signature, as one signature_delta.
+    const signed = this.#open.kind === "thinking"
+      ? this.#delta({ type: "signature_delta", signature: thinkingSignature(this.#thinking) })
+      : "";
     this.#open = null;
-    return sseEvent("content_block_stop", { type: "content_block_stop", index: this.#index });
+    this.#thinking = "";
+    return signed + sseEvent("content_block_stop", { type: "content_block_stop", index: this.#index });
   }
 
   #start(kind: "text" | "thinking" | "tool", block: Record<string, unknown>, toolIndex?: number): string {
@@ -352,6 +375,7 @@ export class AnthropicStreamTranslator extends ChatEventTranslator {
     const start = this.#open?.kind === "thinking"
       ? ""
       : this.#start("thinking", { type: "thinking", thinking: "", signature: "" });
+    this.#thinking += text;
     return start + this.#delta({ type: "thinking_delta", thinking: text });
   }
 

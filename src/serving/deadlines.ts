@@ -180,8 +180,16 @@ function endsDone(tail: Uint8Array): boolean {
 }
 
 /**
+ * The events that end a Messages or Responses stream, which have no `[DONE]`: message_stop, and the final
+ * response.completed / .incomplete / .failed (whose data, the whole response, comes after the name).
+ */
+const FINAL_EVENT =
+  /(?:^|\n)event: (?:message_stop|response\.completed|response\.incomplete|response\.failed)\r?\n/;
+
+/**
  * An event stream from another node, passed on unchanged; if it breaks off (the node died, went silent)
- * or ends before its `[DONE]`, the client gets one error event naming the node instead of a silent close.
+ * or ends before its `[DONE]` (or its API's final event), the client gets one error event naming the node
+ * instead of a silent close.
  */
 export function sseWithFailureEvent(
   body: ReadableStream<Uint8Array>,
@@ -190,6 +198,7 @@ export function sseWithFailureEvent(
   const reader = body.getReader();
   const enc = new TextEncoder();
   let tail = new Uint8Array(0);
+  let finalEvent = false;
   const fail = (controller: ReadableStreamDefaultController<Uint8Array>, e: unknown) => {
     // An event cut mid-line is ended first, so the error event parses on its own.
     const text = new TextDecoder().decode(tail);
@@ -208,13 +217,15 @@ export function sseWithFailureEvent(
         return fail(controller, e);
       }
       if (chunk.done) {
-        if (endsDone(tail)) controller.close();
+        if (finalEvent || endsDone(tail)) controller.close();
         else fail(controller, new Error("the stream ended before its [DONE]"));
         return;
       }
       const joined = new Uint8Array(tail.length + chunk.value.length);
       joined.set(tail);
       joined.set(chunk.value, tail.length);
+      // Scanned with the previous tail, so an event name split across two reads is still seen.
+      finalEvent ||= FINAL_EVENT.test(new TextDecoder().decode(joined));
       tail = joined.slice(-64);
       controller.enqueue(chunk.value);
     },

@@ -2,6 +2,7 @@
  * Ollama's API on top of the engine's Chat Completions: the wire schemas, request and reply translations, the
  * NDJSON stream translator, and the catalogue shapes of `/api/tags`, `/api/ps` and `/api/show`. Pure.
  */
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import type { ModelCard } from "../models/card.ts";
 import { ChatEventTranslator, type ChatReply, type ChatUsage } from "./chat-events.ts";
@@ -373,40 +374,70 @@ export class OllamaStreamTranslator extends ChatEventTranslator {
   }
 }
 
-/** Ollama's `details` of a model, from its card. */
-export function modelDetails(card: ModelCard | undefined) {
+/** What the route learned of a model beyond its card: its parameter count, from a GGUF header on this node. */
+export interface ModelFacts {
+  parameterCount?: number;
+}
+
+/** Ollama's human form of a parameter count (format.HumanNumber): 8B, 3.2B, 494.03M, 2.17M. */
+export function humanCount(n: number): string {
+  const units: [number, string][] = [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "K"]];
+  for (const [size, unit] of units) {
+    if (n < size) continue;
+    const v = n / size;
+    if (Number.isInteger(v) || unit === "K") return `${v.toFixed(0)}${unit}`;
+    return `${v.toFixed(unit === "M" ? 2 : 1)}${unit}`;
+  }
+  return String(n);
+}
+
+/** Ollama's `details` of a model, from its card and what its header says. */
+export function modelDetails(card: ModelCard | undefined, facts: ModelFacts = {}) {
   return {
     parent_model: "",
     format: "gguf",
     family: card?.family ?? "",
     families: card?.family ? [card.family] : null,
-    parameter_size: "",
+    parameter_size: facts.parameterCount ? humanCount(facts.parameterCount) : "",
     quantization_level: card?.quantization ?? "",
   };
 }
 
-const DIGEST = "sha256:000000000000";
+/**
+ * The model's digest, as Ollama's 64 hex digits: sha256 of its manifest (id, revision, file, size, type), the
+ * same on every node and changed by any new revision or file, without reading gigabytes of weights.
+ */
+export function manifestDigest(modelId: string, card: ModelCard | undefined): string {
+  const manifest = JSON.stringify([
+    modelId,
+    card?.source_revision ?? null,
+    card?.gguf_file ?? card?.gguf_path?.replace(/^.*\//, "") ?? null,
+    card?.storage_size?.in_bytes ?? null,
+    card?.quantization ?? null,
+  ]);
+  return createHash("sha256").update(manifest).digest("hex");
+}
 
 /** One `/api/tags` entry. */
-export function tagEntry(modelId: string, card: ModelCard | undefined, now: Date) {
+export function tagEntry(modelId: string, card: ModelCard | undefined, now: Date, facts: ModelFacts = {}) {
   return {
     name: modelId,
     model: modelId,
     modified_at: now.toISOString(),
     size: card?.storage_size?.in_bytes ?? 0,
-    digest: DIGEST,
-    details: modelDetails(card),
+    digest: manifestDigest(modelId, card),
+    details: modelDetails(card, facts),
   };
 }
 
 /** One `/api/ps` entry: a placed instance, kept loaded until it is deleted. */
-export function psEntry(modelId: string, card: ModelCard | undefined) {
+export function psEntry(modelId: string, card: ModelCard | undefined, facts: ModelFacts = {}) {
   return {
     name: modelId,
     model: modelId,
     size: card?.storage_size?.in_bytes ?? 0,
-    digest: DIGEST,
-    details: modelDetails(card),
+    digest: manifestDigest(modelId, card),
+    details: modelDetails(card, facts),
     // Ollama unloads after keep_alive; a placed instance stays until deleted, so no expiry is near.
     expires_at: "9999-12-31T23:59:59Z",
     size_vram: 0,
@@ -426,14 +457,15 @@ export function capabilities(card: ModelCard, caps: { tools: boolean; vision: bo
 }
 
 /** `/api/show` for a card. */
-export function showEntry(card: ModelCard, caps: string[], now: Date) {
+export function showEntry(card: ModelCard, caps: string[], now: Date, facts: ModelFacts = {}) {
   return {
     modelfile: `FROM ${card.model_id}`,
     parameters: "",
     template: "{{ .Prompt }}",
-    details: modelDetails(card),
+    details: modelDetails(card, facts),
     model_info: {
       "general.architecture": card.family ?? "",
+      ...(facts.parameterCount ? { "general.parameter_count": facts.parameterCount } : {}),
       ...(card.context_length ? { [`${card.family ?? "general"}.context_length`]: card.context_length } : {}),
     },
     capabilities: caps,

@@ -28,8 +28,8 @@ const FunctionCallOutputItem = z.object({
   output: z.union([z.string(), z.array(InputContent)]),
 }).loose();
 const ReasoningItem = z.object({ type: z.literal("reasoning") }).loose();
-const InputItem = z.union([FunctionCallItem, FunctionCallOutputItem, ReasoningItem, MessageItem]);
-type InputItem = z.infer<typeof InputItem>;
+export const InputItem = z.union([FunctionCallItem, FunctionCallOutputItem, ReasoningItem, MessageItem]);
+export type InputItem = z.infer<typeof InputItem>;
 
 const FunctionTool = z.object({
   type: z.literal("function"),
@@ -53,7 +53,12 @@ export const ResponsesRequest = z.object({
     z.object({ type: z.literal("function"), name: z.string().min(1) }),
   ]).optional(),
   parallel_tool_calls: z.boolean().nullish(),
-  previous_response_id: z.string().nullish(),
+  previous_response_id: z.string().regex(
+    /^resp_[A-Za-z0-9]{1,64}$/,
+    "must be a response id (resp_ and letters or digits)",
+  ).nullish(),
+  /** Keep the response for a later previous_response_id (OpenAI's default: true). */
+  store: z.boolean().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
 }).loose();
 export type ResponsesRequest = z.infer<typeof ResponsesRequest>;
@@ -101,12 +106,32 @@ function chatMessages(items: InputItem[]): ChatMessage[] {
   return out;
 }
 
+/** The request's input as items (a string is one user message). */
+export function inputItems(req: ResponsesRequest): InputItem[] {
+  return typeof req.input === "string" ? [{ role: "user", content: req.input }] : req.input;
+}
+
+/**
+ * A response's output as the input items that replay it in a later turn: its messages as assistant turns and
+ * its function calls as calls; reasoning is left out, as the chat template drops earlier turns' thinking.
+ */
+export function outputAsInput(output: OutputItem[]): InputItem[] {
+  return output.flatMap((o): InputItem[] => {
+    if (o.type === "message") {
+      return [{ type: "message", role: "assistant", content: o.content.map((c) => c.text).join("") }];
+    }
+    if (o.type === "function_call") {
+      return [{ type: "function_call", call_id: o.call_id, name: o.name, arguments: o.arguments }];
+    }
+    return [];
+  });
+}
+
 /** A Responses request as the engine's Chat Completions request. */
 export function toChatRequest(req: ResponsesRequest, defaultMaxTokens: number): Record<string, unknown> {
-  const input = typeof req.input === "string" ? [{ role: "user" as const, content: req.input }] : req.input;
   const messages = [
     ...(req.instructions ? [{ role: "system", content: req.instructions }] : []),
-    ...chatMessages(input),
+    ...chatMessages(inputItems(req)),
   ];
   const out: Record<string, unknown> = {
     model: req.model,
@@ -198,7 +223,8 @@ export function responseObject(
     output,
     output_text: text,
     parallel_tool_calls: req.parallel_tool_calls ?? true,
-    previous_response_id: null,
+    previous_response_id: req.previous_response_id ?? null,
+    store: req.store ?? true,
     temperature: req.temperature ?? null,
     top_p: req.top_p ?? null,
     tool_choice: req.tool_choice ?? "auto",
@@ -248,7 +274,12 @@ export class ResponsesStreamTranslator extends ChatEventTranslator {
   #call: { index: number; item: Extract<OutputItem, { type: "function_call" }> } | null = null;
   readonly #createdAt = Math.floor(Date.now() / 1000);
 
-  constructor(readonly id: string, readonly req: ResponsesRequest) {
+  constructor(
+    readonly id: string,
+    readonly req: ResponsesRequest,
+    /** Told the finished response's output (not a failed one's), to keep it for a follow-up. */
+    readonly onDone: (output: OutputItem[]) => void = () => {},
+  ) {
     super();
   }
 
@@ -384,7 +415,9 @@ export class ResponsesStreamTranslator extends ChatEventTranslator {
   /** The open item's done events, then `response.completed` (or `.incomplete` when cut at the limit). */
   protected close(): string {
     const status = this.finish === "length" ? "incomplete" : "completed";
-    return this.#closeOpen() + this.#event(`response.${status}`, { response: this.#response(status) });
+    const closing = this.#closeOpen();
+    this.onDone(this.#output);
+    return closing + this.#event(`response.${status}`, { response: this.#response(status) });
   }
 
   protected failure(message: string): string {

@@ -5,6 +5,7 @@
 import {
   resolveTinyOptions,
   TINY_CHAT_TEMPLATE,
+  TINY_THINKING_TEMPLATE,
   type TinyOptions,
   writeTinyModel,
 } from "../../src/dev/gguf/tiny.ts";
@@ -27,6 +28,7 @@ export function tinyModelName(opts: TinyOptions = {}): string {
     `s${o.seed}`,
     o.dtype,
     o.pooling,
+    ...(o.thinking ? ["think"] : []),
     // The header (chat template, tokenizer flags) changes with the code: a stale cached file must not be reused.
     `h${headerVersion()}`,
   ];
@@ -37,7 +39,9 @@ export function tinyModelName(opts: TinyOptions = {}): string {
 /** A short hash of what the tiny header carries besides the options (FNV-1a of the template, plus a revision). */
 function headerVersion(): string {
   let h = 0x811c9dc5;
-  for (const ch of `2:${TINY_CHAT_TEMPLATE}`) h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193);
+  for (const ch of `2:${TINY_CHAT_TEMPLATE}:${TINY_THINKING_TEMPLATE}`) {
+    h = Math.imul(h ^ ch.charCodeAt(0), 0x01000193);
+  }
   return (h >>> 0).toString(36);
 }
 

@@ -51,6 +51,9 @@ describe("Ollama API through a real engine", () => {
     expect(entry?.model).toBe(MODEL);
     expect(entry?.size).toBeGreaterThan(0);
     expect(entry?.details.format).toBe("gguf");
+    expect(entry?.digest).toMatch(/^[0-9a-f]{64}$/);
+    // The tiny model's header: 32000 tokens × 64 wide, plus 4 blocks of 49 280 weights, plus the output norm.
+    expect(entry?.details.parameter_size).toBe("2.25M");
     for (const alias of ["api/api/tags", "api/v1/tags"]) {
       const r = await (await fetch(`${node.url}/ollama/${alias}`)).json();
       expect(r.models.map((m: { name: string }) => m.name)).toContain(MODEL);
@@ -63,6 +66,11 @@ describe("Ollama API through a real engine", () => {
     const show = await ollama.show({ model: MODEL });
     expect(show.modelfile).toBe(`FROM ${MODEL}`);
     expect(show.capabilities).toContain("completion");
+    expect(show.details.parameter_size).toBe("2.25M");
+    expect((show.model_info as unknown as Record<string, unknown>)["general.parameter_count"]).toBe(
+      2_245_184,
+    );
+    expect(ps.models[0].digest).toBe(entry?.digest);
   });
 
   it("chats, not streamed: a message, done_reason, counts and durations in nanoseconds", async () => {

@@ -183,6 +183,10 @@ describe("tiny model under llama-server", () => {
     const info = JSON.parse(r.stdout);
     expect(info.bytes).toBe(Deno.statSync(out).size);
     expect(info.options.layers).toBe(2);
+    expect(info.options.thinking).toBe(false);
+    const thinking = await skulk(["dev", "make-model", "--out", `${dir}/think.gguf`, "--thinking", "--json"]);
+    expect(thinking.code, thinking.stderr).toBe(0);
+    expect(JSON.parse(thinking.stdout).options.thinking).toBe(true);
     const bad = await skulk(["dev", "make-model", "--out", out, "--vocab", "no-such-vocab"]);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("ggml-vocab-no-such-vocab.gguf not found");

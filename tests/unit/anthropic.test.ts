@@ -5,6 +5,7 @@ import {
   fromChatReply,
   MessagesRequest,
   stopReason,
+  thinkingSignature,
   toChatRequest,
 } from "../../src/serving/anthropic.ts";
 
@@ -203,7 +204,7 @@ describe("Chat Completions → Anthropic Messages", () => {
       role: "assistant",
       model: "m",
       content: [
-        { type: "thinking", thinking: "hmm", signature: "" },
+        { type: "thinking", thinking: "hmm", signature: thinkingSignature("hmm") },
         { type: "text", text: "hi" },
         { type: "tool_use", id: "toolu_9", name: "w", input: { c: 1 } },
       ],

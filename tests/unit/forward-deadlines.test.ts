@@ -122,6 +122,35 @@ describe("sseWithFailureEvent", () => {
     );
   });
 
+  it("passes complete Messages and Responses streams (no [DONE]) through unchanged", async () => {
+    const messages = [
+      'event: message_delta\ndata: {"type":"message_delta"}\n\nevent: message_st',
+      'op\ndata: {"type":"message_stop"}\n\n',
+    ];
+    expect(await text(sseWithFailureEvent(source([...messages], "close"), () => "x"))).toBe(
+      messages.join(""),
+    );
+    for (const status of ["completed", "incomplete"]) {
+      const responses = [
+        'event: response.output_text.done\ndata: {"text":"hi"}\n\n',
+        `event: response.${status}\ndata: {"response":{"output":[${'{"x":1},'.repeat(40)}{"x":2}]}}\n\n`,
+      ];
+      expect(await text(sseWithFailureEvent(source([...responses], "close"), () => "x"))).toBe(
+        responses.join(""),
+      );
+    }
+  });
+
+  it("treats a Responses stream cut before its final event as broken", async () => {
+    const out = await text(
+      sseWithFailureEvent(
+        source(['event: response.output_text.delta\ndata: {"delta":"hi"}\n\n'], "close"),
+        () => "lost",
+      ),
+    );
+    expect(out.match(/"error"/g)).toHaveLength(1);
+  });
+
   it("treats a stream that closes before its [DONE] as broken", async () => {
     const out = await text(sseWithFailureEvent(source(['data: {"a":1}\n\n'], "close"), () => "lost"));
     expect(out.match(/"error"/g)).toHaveLength(1);

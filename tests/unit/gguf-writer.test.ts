@@ -139,6 +139,17 @@ describe("tiny llama", () => {
     expect([...embd.subarray(1000 * 64, 1000 * 64 + 64)].some((x) => x !== 0)).toBe(true);
   });
 
+  it("writes a reasoning model's template when asked: the reply opens <think>, earlier reasoning is rendered", async () => {
+    const vocab = await readVocab(resolveVocab("llama-spm", host));
+    const plain = String(tinyLlama(vocab, {}).metadata["tokenizer.chat_template"].value);
+    const thinking = String(tinyLlama(vocab, { thinking: true }).metadata["tokenizer.chat_template"].value);
+    expect(plain).not.toContain("<think>");
+    expect(thinking).toContain("{{- '<|im_start|>assistant\\n<think>\\n' }}");
+    // llama.cpp learns the reasoning markers from how a template renders reasoning_content.
+    expect(thinking).toContain("'<think>\\n' + message.reasoning_content + '\\n</think>\\n\\n'");
+    expect(thinking).toContain("<tool_call>");
+  });
+
   it.each([
     [{ width: 60, heads: 8 }, /width 60 must be a multiple of heads 8/],
     [{ heads: 4, kvHeads: 3 }, /heads 4 must be a multiple of kvHeads 3/],

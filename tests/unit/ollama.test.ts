@@ -5,6 +5,8 @@ import {
   doneFields,
   fromChatReply,
   generateToEngine,
+  humanCount,
+  manifestDigest,
   OllamaChatRequest,
   OllamaGenerateRequest,
   OllamaStreamTranslator,
@@ -252,20 +254,34 @@ describe("catalogue shapes", () => {
       family: "llama",
       quantization: "Q4_K_M",
     });
-    expect(tagEntry("org/a", card, new Date(0))).toEqual({
+    const entry = tagEntry("org/a", card, new Date(0), { parameterCount: 8_030_261_248 });
+    expect(entry).toEqual({
       name: "org/a",
       model: "org/a",
       modified_at: "1970-01-01T00:00:00.000Z",
       size: 42,
-      digest: "sha256:000000000000",
+      digest: expect.stringMatching(/^[0-9a-f]{64}$/),
       details: {
         parent_model: "",
         format: "gguf",
         family: "llama",
         families: ["llama"],
-        parameter_size: "",
+        parameter_size: "8.0B",
         quantization_level: "Q4_K_M",
       },
     });
+    // The digest is the manifest's: stable, and changed by another revision or size.
+    expect(tagEntry("org/a", card, new Date(5)).digest).toBe(entry.digest);
+    expect(manifestDigest("org/a", { ...card, source_revision: "abc" })).not.toBe(entry.digest);
+    expect(manifestDigest("org/a", { ...card, storage_size: { in_bytes: 43 } })).not.toBe(entry.digest);
+  });
+
+  it("writes parameter counts as Ollama does", () => {
+    expect(humanCount(8_000_000_000)).toBe("8B");
+    expect(humanCount(3_212_749_824)).toBe("3.2B");
+    expect(humanCount(494_032_768)).toBe("494.03M");
+    expect(humanCount(2_245_184)).toBe("2.25M");
+    expect(humanCount(137_000)).toBe("137K");
+    expect(humanCount(999)).toBe("999");
   });
 });

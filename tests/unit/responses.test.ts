@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import {
   fromChatReply,
+  outputAsInput,
+  type OutputItem,
   ResponsesRequest,
   ResponsesStreamTranslator,
   toChatRequest,
@@ -185,5 +187,54 @@ describe("Chat Completions → Responses", () => {
       type: "error",
       message: "gone",
     });
+  });
+});
+
+describe("stored responses", () => {
+  it("replays a response's output as input items: messages and calls, not reasoning", () => {
+    const r = fromChatReply(
+      {
+        choices: [{
+          finish_reason: "tool_calls",
+          message: {
+            reasoning_content: "hmm",
+            content: "Let me look.",
+            tool_calls: [{ id: "call_1", function: { name: "f", arguments: '{"a":1}' } }],
+          },
+        }],
+      },
+      req({}),
+      "resp_1",
+      0,
+    );
+    expect(outputAsInput(r.output)).toEqual([
+      { type: "message", role: "assistant", content: "Let me look." },
+      { type: "function_call", call_id: "call_1", name: "f", arguments: '{"a":1}' },
+    ]);
+    // What is replayed is valid input: it parses as a request's items and goes to the engine as chat turns.
+    const next = ResponsesRequest.parse({ model: "m", input: outputAsInput(r.output) });
+    expect(toChatRequest(next, 8).messages).toEqual([
+      { role: "assistant", content: "Let me look." },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: '{"a":1}' } }],
+      },
+    ]);
+  });
+
+  it("hands a finished stream's output to be kept, and a failed stream's to nobody", () => {
+    const kept: OutputItem[][] = [];
+    const t = new ResponsesStreamTranslator("resp_1", req({}), (o) => kept.push(structuredClone(o)));
+    t.head();
+    t.push(chunk({ content: "Hel" }));
+    t.push(chunk({ content: "lo" }, "stop"));
+    t.push("[DONE]");
+    expect(outputAsInput(kept[0])).toEqual([{ type: "message", role: "assistant", content: "Hello" }]);
+    const failed = new ResponsesStreamTranslator("resp_2", req({}), (o) => kept.push(o));
+    failed.head();
+    failed.push(chunk({ content: "Hel" }));
+    failed.fail("engine died");
+    expect(kept).toHaveLength(1);
   });
 });

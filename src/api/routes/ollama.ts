@@ -8,12 +8,17 @@ import { downloadModelId } from "../../cluster/downloads.ts";
 import { instanceBody } from "../../cluster/instances.ts";
 import { logger } from "../../log/mod.ts";
 import { resolveCapabilities } from "../../models/capabilities.ts";
+import type { ModelCard } from "../../models/card.ts";
+import { readGgufFacts } from "../../models/gguf/reader.ts";
+import { resolveModelFile } from "../../worker/model-files.ts";
+import type { NodeContext } from "../../node/context.ts";
 import {
   capabilities,
   chatToEngine,
   fromChatReply,
   generateToEngine,
   type Mode,
+  type ModelFacts,
   OllamaChatRequest,
   OllamaEmbeddingsRequest,
   OllamaEmbedRequest,
@@ -93,6 +98,31 @@ describe({
   tag: "ollama",
   body: OllamaEmbeddingsRequest,
 });
+
+/** Parameter counts read from GGUF headers, by file and its size and mtime (a replaced file is read again). */
+const parameterCounts = new Map<string, number>();
+const PARAMETER_COUNTS_MAX = 1024;
+
+/** What a model's header on this node says (its parameter count); nothing when its file is elsewhere. */
+async function factsOf(ctx: NodeContext, card: ModelCard | undefined): Promise<ModelFacts> {
+  if (!card) return {};
+  const file = await resolveModelFile(card, ctx.config);
+  if (!("path" in file)) return {};
+  try {
+    const st = await Deno.stat(file.path);
+    const key = `${file.path}\0${st.size}\0${st.mtime?.getTime()}`;
+    let n = parameterCounts.get(key);
+    if (n === undefined) {
+      n = (await readGgufFacts(file.path)).parameterCount;
+      if (parameterCounts.size >= PARAMETER_COUNTS_MAX) parameterCounts.clear();
+      parameterCounts.set(key, n);
+    }
+    return { parameterCount: n };
+  } catch (e) {
+    log.warn("cannot read the GGUF header of {model}: {error}", { model: card.model_id, error: String(e) });
+    return {};
+  }
+}
 
 const KEEP_ALIVE = new TextEncoder().encode(": keep-alive\n\n");
 const isKeepAlive = (b: Uint8Array) =>
@@ -174,15 +204,15 @@ export const ollamaRoutes = new Hono<ApiEnv>()
   .get("/ollama", (c) => c.text("Ollama is running"))
   .get("/ollama/", (c) => c.text("Ollama is running"))
   .get("/ollama/api/version", (c) => c.json({ version: VERSION }))
-  .get("/ollama/api/ps", (c) => {
+  .get("/ollama/api/ps", async (c) => {
     const ctx = c.var.node;
-    const seen = new Set<string>();
-    const models = Object.values(ctx.log.state.instances).flatMap((i) => {
-      const id = instanceBody(i).shardAssignments.modelId;
-      if (seen.has(id)) return [];
-      seen.add(id);
-      return [psEntry(id, ctx.catalog.get(id))];
-    });
+    const ids = [
+      ...new Set(Object.values(ctx.log.state.instances).map((i) => instanceBody(i).shardAssignments.modelId)),
+    ];
+    const models = await Promise.all(ids.map(async (id) => {
+      const card = ctx.catalog.get(id);
+      return psEntry(id, card, await factsOf(ctx, card));
+    }));
     return c.json({ models });
   })
   .post("/ollama/api/show", async (c) => {
@@ -201,6 +231,7 @@ export const ollamaRoutes = new Hono<ApiEnv>()
         thinking: caps.supports_thinking,
       }),
       new Date(),
+      await factsOf(ctx, card),
     ));
   })
   .post("/ollama/api/generate", async (c) => {
@@ -256,7 +287,7 @@ export const ollamaRoutes = new Hono<ApiEnv>()
   });
 
 for (const path of TAGS_PATHS) {
-  ollamaRoutes.get(path, (c) => {
+  ollamaRoutes.get(path, async (c) => {
     const ctx = c.var.node;
     const state = ctx.log.state;
     const ids = new Set<string>();
@@ -267,7 +298,13 @@ for (const path of TAGS_PATHS) {
     for (const card of ctx.catalog.all()) if (card.gguf_path !== undefined) ids.add(card.model_id);
     for (const i of Object.values(state.instances)) ids.add(instanceBody(i).shardAssignments.modelId);
     const now = new Date();
-    return c.json({ models: [...ids].sort().map((id) => tagEntry(id, ctx.catalog.get(id), now)) });
+    const models = await Promise.all(
+      [...ids].sort().map(async (id) => {
+        const card = ctx.catalog.get(id);
+        return tagEntry(id, card, now, await factsOf(ctx, card));
+      }),
+    );
+    return c.json({ models });
   });
 }
 for (const path of CHAT_PATHS) {

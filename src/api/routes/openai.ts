@@ -14,6 +14,7 @@ import { withAcceptance } from "../../engines/speculation.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
+import { engineTakesImages, hasImageInput } from "../../serving/images.ts";
 import { cancelRoute, COMMAND_ID_HEADER, runningOf } from "../../serving/running.ts";
 import { admissionOf, INSTANCE_HEADER, routeRequest } from "../../serving/router.ts";
 import type { Target } from "../../serving/target.ts";
@@ -481,6 +482,17 @@ export async function chatGeneration(
   framing: (commandId: string) => ChatStreamFraming,
 ): Promise<Response | { commandId: string; reply: Record<string, unknown> }> {
   const ctx = c.var.node;
+  if (
+    hasImageInput(req.messages) &&
+    !engineTakesImages(ctx.worker?.runner(local.target.runnerId)?.engine?.spec.args)
+  ) {
+    throw badRequest(
+      `model ${
+        String(req.model)
+      } takes no images: it runs without a vision projector (mmproj); send text only`,
+      "messages",
+    );
+  }
   const forcing = forceToolCall(req);
   const { commandId, abort, res, release } = await startGeneration(
     c,

@@ -20,6 +20,8 @@ export interface TinyOptions {
   dtype?: "f16" | "f32";
   /** Pooling written into the header, for `llama-server --embeddings` (none leaves the model generative only). */
   pooling?: "none" | "mean" | "cls" | "last";
+  /** A reasoning model's template: the generation prompt opens a `<think>` block (as Qwen3's and DeepSeek-R1's do). */
+  thinking?: boolean;
   name?: string;
 }
 
@@ -34,6 +36,7 @@ export const TINY_DEFAULTS = {
   vocab: "llama-spm",
   dtype: "f16",
   pooling: "none",
+  thinking: false,
 } as const satisfies TinyOptions;
 
 export type ResolvedTinyOptions = Required<Omit<TinyOptions, "name">> & { name: string };
@@ -138,6 +141,21 @@ export const TINY_CHAT_TEMPLATE = String.raw`{%- if tools %}
 `;
 
 /**
+ * TINY_CHAT_TEMPLATE for a reasoning model: the assistant's turn starts inside `<think>`, so llama-server's
+ * reasoning parser returns what the model writes as reasoning until it closes the block (random weights never
+ * do, so a reply cut at max_tokens is all reasoning).
+ */
+export const TINY_THINKING_TEMPLATE = TINY_CHAT_TEMPLATE.replace(
+  "{{- '<|im_start|>assistant\\n' }}{%- endif %}\n",
+  "{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}\n",
+).replace(
+  // An earlier turn's reasoning in its block: llama.cpp learns the reasoning markers from how the template
+  // renders `reasoning_content`, and parses only what it learned.
+  "message.role + '\\n' + message.content + '<|im_end|>'",
+  "message.role + '\\n' + ('<think>\\n' + message.reasoning_content + '\\n</think>\\n\\n' if message.reasoning_content else '') + message.content + '<|im_end|>'",
+);
+
+/**
  * Builds the header and tensors of a tiny llama. The output matrix is tied to the token embeddings, and the
  * rows of every non-normal token (control, end-of-generation, byte fallback, unknown) are zero: their logit
  * is then 0 while ordinary tokens spread around it, so greedy decoding never picks them and sampling almost
@@ -175,7 +193,7 @@ export function tinyLlama(
     ...vocab,
   };
   if (!metadata["tokenizer.chat_template"]) {
-    metadata["tokenizer.chat_template"] = gguf.str(TINY_CHAT_TEMPLATE);
+    metadata["tokenizer.chat_template"] = gguf.str(o.thinking ? TINY_THINKING_TEMPLATE : TINY_CHAT_TEMPLATE);
   }
   // SentencePiece's leading space merges into the template's first marker ("▁<"); llama-server then cannot
   // replay the generation prompt into a JSON-schema or tool grammar and refuses every constrained request.
