@@ -16,12 +16,15 @@ import {
   systemdUnit,
 } from "./service-units.ts";
 
-/** The program a service should run: the packaged /usr/bin/skulk launcher, else this executable. */
+/** The program a service should run: this executable, or the apt package's launcher of this program. */
 function defaultExec(): string {
   const argv = selfProgram();
   if (argv.length === 1) return argv[0];
+  // The package runs <prefix>/lib/skulk/app/src/main.ts through its launcher <prefix>/bin/skulk.
+  const packaged = Deno.mainModule.match(/^file:\/\/(.*)\/lib\/skulk\/app\/src\/main\.ts$/);
+  if (packaged && exists(`${packaged[1]}/bin/skulk`)) return `${packaged[1]}/bin/skulk`;
   throw new CliError(
-    "skulk runs from source here (deno run): give the program the service should start with --exec (e.g. /usr/bin/skulk)",
+    "skulk runs from source here (deno run): give the program the service should start with --exec",
     2,
   );
 }
