@@ -45,7 +45,7 @@ const systemd = (() => {
 })();
 
 /** A release server on loopback: what it serves for the binary and its .sha256 is set per test. */
-let served: Record<string, Uint8Array | string> = {};
+let served: Record<string, Uint8Array<ArrayBuffer> | string> = {};
 let server: Deno.HttpServer<Deno.NetAddr>;
 let base = "";
 beforeAll(() => {
