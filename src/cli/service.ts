@@ -113,10 +113,13 @@ export function registerService(program: Command): void {
     "stop and disable the service and remove what install wrote",
   )
     .action((flags) => carryOut("uninstall", flags));
+  const what = {
+    start: "start the service",
+    stop: "stop the service",
+    status: "whether the service runs, and since when",
+  };
   for (const action of ["start", "stop", "status"] as const) {
-    scope(service.command(action)).description(`${action} the service`).action((flags) =>
-      carryOut(action, flags)
-    );
+    scope(service.command(action)).description(what[action]).action((flags) => carryOut(action, flags));
   }
   scope(service.command("logs")).description("the service's recent log lines")
     .option("-f, --follow", "keep printing new lines")
