@@ -213,4 +213,57 @@ describe("scripts/build-deb", () => {
     expect(postinst.join("\n")).toContain("adduser --system");
     expect(postinst.join("\n")).not.toMatch(/systemctl (start|enable|restart)|deb-systemd-invoke/);
   });
+
+  const cache = Deno.env.get("SKULK_CACHE_DIR") ?? `${Deno.env.get("HOME")}/.cache/skulk`;
+  const cpuBuild = (() => {
+    try {
+      return [...Deno.readDirSync(`${cache}/engines`)].some((e) => /^llama\.cpp-.*-cpu$/.test(e.name));
+    } catch {
+      return false;
+    }
+  })();
+
+  it.skipIf(!cpuBuild)(
+    "packs the cached CPU engine build as skulk-llama-cpu under /usr/lib/skulk/engines",
+    async () => {
+      const out = tempDir("deb-");
+      const r = await run(`${ROOT}scripts/build-deb`, [
+        "engine",
+        "--backend",
+        "cpu",
+        "--out",
+        out,
+        "--compress",
+        "gzip",
+      ]);
+      expect(r.code, r.stderr).toBe(0);
+      const deb = r.stdout.trim();
+      expect(deb).toMatch(/skulk-llama-cpu_\d+\.\d+\.\d+\+llama[0-9a-f]{12}_amd64\.deb$/);
+      const info = (await run("dpkg-deb", ["-f", deb])).stdout;
+      expect(info).toMatch(/^Provides: skulk-llama-engine$/m);
+      expect(info).toMatch(/^Depends: .*libgomp1/m);
+      const files = (await run("dpkg-deb", ["-c", deb])).stdout;
+      for (const f of ["bin/llama-server", "bin/ggml-rpc-server", "build.json"]) {
+        expect(files).toContain(`./usr/lib/skulk/engines/llama.cpp-cpu/${f}`);
+      }
+    },
+  );
+
+  it.skipIf(!new Deno.Command("sh", { args: ["-c", "! command -v glslc"] }).outputSync().success)(
+    "refuses an accelerator's engine package clearly where its toolkit is missing",
+    async () => {
+      const r = await run(`${ROOT}scripts/build-deb`, [
+        "engine",
+        "--backend",
+        "vulkan",
+        "--out",
+        tempDir("deb-"),
+      ], {
+        PATH: "/usr/bin:/bin",
+        HOME: tempDir("home-"),
+      });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("no vulkan build of llama.cpp, and its toolkit (glslc) is not installed");
+    },
+  );
 });
