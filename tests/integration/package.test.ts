@@ -37,7 +37,7 @@ it.skipIf(why !== null)(
         `\nwall ${Math.round((Date.now() - started) / 1000)}s\n`,
     );
     expect(out.code, text).toBe(0);
-    expect(text).toMatch(/test-package: chat answer from local\/tiny: \S/);
+    expect(text).toMatch(/test-package: chat answer from local\/tiny: +\S/);
     expect(text).toMatch(/test-package: ok in \d+s/);
   },
   20 * 60_000,
