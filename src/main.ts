@@ -11,6 +11,7 @@ import { registerEngine } from "./cli/engine.ts";
 import { registerModels } from "./cli/models.ts";
 import { registerNode } from "./cli/node.ts";
 import { registerRun } from "./cli/run.ts";
+import { registerService } from "./cli/service.ts";
 import { registerSql } from "./cli/sql.ts";
 import { registerStatus } from "./cli/status.ts";
 import { TrustError } from "./cluster/secret.ts";
@@ -38,6 +39,7 @@ export function buildProgram(): Command {
   registerNode(program);
   registerCards(program);
   registerCluster(program);
+  registerService(program);
   program.command("version")
     .description("print the Skulk version and the upstream API it is compatible with")
     .option("--json", "as JSON")

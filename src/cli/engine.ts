@@ -58,7 +58,8 @@ export function registerEngine(program: Command): void {
       }
       console.log(
         `llama-server:    ${
-          found.llamaServer ?? "not found (set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`)"
+          found.llamaServer ??
+            "not found (install skulk-llama-cpu, set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`)"
         }${found.source ? ` [from ${found.source}]` : ""}`,
       );
       console.log(

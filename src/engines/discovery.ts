@@ -1,6 +1,7 @@
 /**
  * Finds the llama.cpp engines this node can run: `SKULK_LLAMA_SERVER_BIN`, else PATH, else the build
- * cache; `ggml-rpc-server` from `SKULK_RPC_SERVER_BIN`, else next to llama-server. Reports their build.
+ * cache, else an engine package under /usr/lib/skulk/engines; `ggml-rpc-server` from `SKULK_RPC_SERVER_BIN`,
+ * else next to llama-server. Reports their build.
  */
 import { z } from "zod";
 import type { EngineSettings } from "./settings.ts";
@@ -14,8 +15,8 @@ export const BuildInfoSchema = z.object({
 export interface EngineFound {
   llamaServer: string | null;
   rpcServer: string | null;
-  /** How llama-server was found: env, path or cache. */
-  source: "env" | "path" | "cache" | null;
+  /** How llama-server was found: env, path, cache (`skulk engine build`) or system (an engine package). */
+  source: "env" | "path" | "cache" | "system" | null;
   /** `llama-server --version`'s build line, e.g. "0.4.0-dev (build 1, commit 80fb11a)". */
   build: string | null;
   backend: string | null;
@@ -36,6 +37,28 @@ export function onPath(name: string, path: string): string | null {
     if (dir && isExecutable(`${dir}/${name}`)) return `${dir}/${name}`;
   }
   return null;
+}
+
+/** Where the engine packages (skulk-llama-cpu, -vulkan, -cuda, -rocm) put their builds, one directory each. */
+export const SYSTEM_ENGINES_DIR = "/usr/lib/skulk/engines";
+
+/** With several engine packages installed, an accelerator's build goes before the CPU one. */
+const BACKEND_PREFERENCE = ["cuda", "rocm", "vulkan", "metal", "cpu"];
+
+function fromSystem(dir: string): string | null {
+  try {
+    const builds = [...Deno.readDirSync(dir)].filter((e) => e.isDirectory).map((e) => e.name)
+      .filter((name) => isExecutable(`${dir}/${name}/bin/llama-server`));
+    const rank = (name: string) => {
+      const backend = readBuildInfo(`${dir}/${name}/bin/llama-server`)?.backend ?? "";
+      const i = BACKEND_PREFERENCE.indexOf(backend);
+      return i < 0 ? BACKEND_PREFERENCE.length : i;
+    };
+    builds.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+    return builds.length ? `${dir}/${builds[0]}/bin/llama-server` : null;
+  } catch {
+    return null;
+  }
 }
 
 function fromCache(cacheDir: string): string | null {
@@ -75,7 +98,7 @@ async function versionLine(bin: string): Promise<string | null> {
 export class EngineNotFound extends Error {
   constructor() {
     super(
-      "llama-server was not found: set SKULK_LLAMA_SERVER_BIN, put it on PATH, or run `skulk engine build` (scripts/build-engine)",
+      "llama-server was not found: install the skulk-llama-cpu package, set SKULK_LLAMA_SERVER_BIN, put it on PATH, or run `skulk engine build` (scripts/build-engine)",
     );
     this.name = "EngineNotFound";
   }
@@ -83,6 +106,7 @@ export class EngineNotFound extends Error {
 
 export async function findEngines(
   s: Pick<EngineSettings, "llamaServerBin" | "rpcServerBin" | "cacheDir" | "path">,
+  systemDir: string = SYSTEM_ENGINES_DIR,
 ): Promise<EngineFound> {
   let source: EngineFound["source"] = null;
   let llamaServer: string | null = null;
@@ -91,6 +115,7 @@ export async function findEngines(
     source = llamaServer ? "env" : null;
   } else if ((llamaServer = onPath("llama-server", s.path))) source = "path";
   else if ((llamaServer = fromCache(s.cacheDir))) source = "cache";
+  else if ((llamaServer = fromSystem(systemDir))) source = "system";
   let rpcServer: string | null = null;
   if (s.rpcServerBin) {
     rpcServer = isExecutable(s.rpcServerBin) ? s.rpcServerBin : null;

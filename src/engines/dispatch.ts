@@ -140,7 +140,7 @@ export async function prepareEngine(
       if (!engines.llamaServer) {
         return {
           error:
-            "llama-server was not found on this node: set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`",
+            "llama-server was not found on this node: install the skulk-llama-cpu package, set SKULK_LLAMA_SERVER_BIN or run `skulk engine build`",
         };
       }
       let speculation: Speculation | null;

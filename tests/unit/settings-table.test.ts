@@ -30,6 +30,7 @@ const OTHER_ENV_READS: Record<string, string> = {
   "src/engines/settings.ts": "PATH, searched for engines no setting names",
   "src/engines/lifeline.ts": "PATH, to find setpriv for the parent-death signal",
   "src/downloads/http1.ts": "the proxy variables fetch honours and our HTTP/1.1 client does not",
+  "src/cli/service.ts": "HOME and USER: where a user service lives, and whose linger to enable",
 };
 
 describe("the settings table", () => {
