@@ -8,6 +8,9 @@ import { downloadModelId } from "../../cluster/downloads.ts";
 import { instanceBody } from "../../cluster/instances.ts";
 import { logger } from "../../log/mod.ts";
 import { resolveCapabilities } from "../../models/capabilities.ts";
+import type { ModelCard } from "../../models/card.ts";
+import { applyResolvedFacts, loadAllResolvedFacts } from "../../models/facts.ts";
+import type { NodeContext } from "../../node/context.ts";
 import {
   capabilities,
   chatToEngine,
@@ -169,19 +172,45 @@ async function embed(c: Context<ApiEnv>, model: string, input: string | string[]
   };
 }
 
+/**
+ * The cards Ollama's lists describe, with any size the card leaves open filled in: from the facts recorded when it
+ * was first placed, else from a completed download of it. Ollama's clients type `size` as a number (the `ollama`
+ * npm client's ModelResponse), so it is resolved rather than null; every model these lists name is placed,
+ * downloaded or a local file, so one of the two is there.
+ */
+async function sizedCards(ctx: NodeContext): Promise<(id: string) => ModelCard | undefined> {
+  const facts = await loadAllResolvedFacts(ctx.store.db);
+  const downloaded = new Map<string, number>();
+  for (const p of Object.values(ctx.log.state.downloads).flat()) {
+    if (!("DownloadCompleted" in p)) continue;
+    const id = downloadModelId(p);
+    downloaded.set(id, Math.max(downloaded.get(id) ?? 0, p.DownloadCompleted.total.inBytes));
+  }
+  return (id) => {
+    const card = ctx.catalog.get(id);
+    if (!card) return undefined;
+    const sized = applyResolvedFacts(card, facts.get(id));
+    const fromDownload = downloaded.get(id) ?? 0;
+    return sized.storage_size || fromDownload <= 0
+      ? sized
+      : { ...sized, storage_size: { in_bytes: fromDownload } };
+  };
+}
+
 export const ollamaRoutes = new Hono<ApiEnv>()
   // Hono answers HEAD with the GET handler, body dropped: what Ollama's liveness probes expect.
   .get("/ollama", (c) => c.text("Ollama is running"))
   .get("/ollama/", (c) => c.text("Ollama is running"))
   .get("/ollama/api/version", (c) => c.json({ version: VERSION }))
-  .get("/ollama/api/ps", (c) => {
+  .get("/ollama/api/ps", async (c) => {
     const ctx = c.var.node;
+    const cardOf = await sizedCards(ctx);
     const seen = new Set<string>();
     const models = Object.values(ctx.log.state.instances).flatMap((i) => {
       const id = instanceBody(i).shardAssignments.modelId;
       if (seen.has(id)) return [];
       seen.add(id);
-      return [psEntry(id, ctx.catalog.get(id))];
+      return [psEntry(id, cardOf(id))];
     });
     return c.json({ models });
   })
@@ -256,7 +285,7 @@ export const ollamaRoutes = new Hono<ApiEnv>()
   });
 
 for (const path of TAGS_PATHS) {
-  ollamaRoutes.get(path, (c) => {
+  ollamaRoutes.get(path, async (c) => {
     const ctx = c.var.node;
     const state = ctx.log.state;
     const ids = new Set<string>();
@@ -267,7 +296,8 @@ for (const path of TAGS_PATHS) {
     for (const card of ctx.catalog.all()) if (card.gguf_path !== undefined) ids.add(card.model_id);
     for (const i of Object.values(state.instances)) ids.add(instanceBody(i).shardAssignments.modelId);
     const now = new Date();
-    return c.json({ models: [...ids].sort().map((id) => tagEntry(id, ctx.catalog.get(id), now)) });
+    const cardOf = await sizedCards(ctx);
+    return c.json({ models: [...ids].sort().map((id) => tagEntry(id, cardOf(id), now)) });
   });
 }
 for (const path of CHAT_PATHS) {
