@@ -121,7 +121,7 @@ describe.skipIf(!chromiumInstalled())("a hub model through the dashboard's model
         await page.locator(".model-card").first().waitFor();
         const before = hub.requests.filter((r) => r.path === "/api/models").length;
         // Typed a letter at a time, the search waits for the last key: one hub request, not one per letter.
-        await page.getByRole("searchbox", { name: "Search the hub" }).pressSequentially("tiny", {
+        await page.getByRole("searchbox", { name: "Find on the hub" }).pressSequentially("tiny", {
           delay: 40,
         });
         const result = page.locator(`[data-hub-id="${REPO}"]`);
@@ -149,6 +149,7 @@ describe.skipIf(!chromiumInstalled())("a hub model through the dashboard's model
         expect(await listed()).toMatchObject({ storage_size_bytes: small, is_custom: true });
         // The catalogue re-reads and lists the added card too.
         await page.locator(`.model-card[data-model-id="${REPO}"]`).waitFor();
+        await page.getByRole("region", { name: "Search the hub" }).scrollIntoViewIfNeeded();
         await shot(page, "model-store-hub");
 
         // Launch goes through the store's placement preview, as a catalogue card does.
@@ -201,7 +202,7 @@ describe.skipIf(!chromiumInstalled())("a hub model through the dashboard's model
       page.on("pageerror", (e) => errors.push(e.message));
       try {
         await page.goto(`${node.url}/model-store`);
-        const box = page.getByRole("searchbox", { name: "Search the hub" });
+        const box = page.getByRole("searchbox", { name: "Find on the hub" });
         await box.fill("gone");
         const gone = page.locator('[data-hub-id="acme/Tiny-Gone-GGUF"]');
         await gone.waitFor();

@@ -267,7 +267,11 @@ describe("the CLI", () => {
       expect(added.code, added.stderr).toBe(0);
       expect(added.stdout).toContain("added acme/Tiny-GGUF (");
       expect(added.stdout).toContain("Tiny-Q8_0.gguf");
-      expect((await post("/models/add", { model_id: "acme/Tiny-GGUF" })).status).toBe(200);
+      // Back to the preferred quantisation, from the CLI too: this card is the one the serving test below places
+      // and chats with, so search, add and a served answer all go through the CLI's card.
+      const back = await skulk(["models", "add", "acme/Tiny-GGUF", "--url", node.url]);
+      expect(back.code, back.stderr).toBe(0);
+      expect(back.stdout).toContain("Tiny-Q4_K_M.gguf");
 
       const offline = tempDir("hub-cli-");
       const env = { HF_ENDPOINT: hub.url, SKULK_DATA_DIR: offline };

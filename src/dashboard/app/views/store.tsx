@@ -375,7 +375,8 @@ function HubSearch(
       <h2 id="hub-h">Search the hub</h2>
       <form class="filters" role="search" aria-label="Hub" onSubmit={(e: Event) => e.preventDefault()}>
         <label class="field grow">
-          <span>Search the hub</span>
+          {/* Not "Search…": the catalogue's own box is "Search", and a label should name one field. */}
+          <span>Find on the hub</span>
           <input
             type="search"
             value={q}
