@@ -19,10 +19,9 @@ import {
 } from "../api.ts";
 import {
   bytes,
+  downloadText,
   downloadView,
-  duration,
   instanceView,
-  rate,
   runnerState,
   SIZE_BUCKETS,
   sizeBucket,
@@ -428,9 +427,7 @@ function Downloads(props: { s: ClusterStateWire }) {
                 label={d.state === "pending" ? "Waiting to start" : "Downloading"}
                 ratio={d.ratio}
                 tone="busy"
-                text={`${bytes(d.downloaded)} / ${bytes(d.total)}${
-                  d.speed ? ` · ${rate(d.speed)} · ${duration(d.etaMs)} left` : ""
-                }`}
+                text={downloadText(d)}
               />
             )}
           </li>
