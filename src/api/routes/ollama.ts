@@ -6,11 +6,9 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { downloadModelId } from "../../cluster/downloads.ts";
 import { instanceBody } from "../../cluster/instances.ts";
+import { applyResolvedFacts, loadAllResolvedFacts } from "../../models/facts.ts";
 import { logger } from "../../log/mod.ts";
 import { resolveCapabilities } from "../../models/capabilities.ts";
-import type { ModelCard } from "../../models/card.ts";
-import { applyResolvedFacts, loadAllResolvedFacts } from "../../models/facts.ts";
-import type { NodeContext } from "../../node/context.ts";
 import {
   capabilities,
   chatToEngine,
@@ -178,7 +176,7 @@ async function embed(c: Context<ApiEnv>, model: string, input: string | string[]
  * npm client's ModelResponse), so it is resolved rather than null; every model these lists name is placed,
  * downloaded or a local file, so one of the two is there.
  */
-async function sizedCards(ctx: NodeContext): Promise<(id: string) => ModelCard | undefined> {
+async function sizedCards(ctx: ApiEnv["Variables"]["node"]) {
   const facts = await loadAllResolvedFacts(ctx.store.db);
   const downloaded = new Map<string, number>();
   for (const p of Object.values(ctx.log.state.downloads).flat()) {
@@ -186,7 +184,7 @@ async function sizedCards(ctx: NodeContext): Promise<(id: string) => ModelCard |
     const id = downloadModelId(p);
     downloaded.set(id, Math.max(downloaded.get(id) ?? 0, p.DownloadCompleted.total.inBytes));
   }
-  return (id) => {
+  return (id: string) => {
     const card = ctx.catalog.get(id);
     if (!card) return undefined;
     const sized = applyResolvedFacts(card, facts.get(id));
