@@ -258,6 +258,9 @@ function HubResult(
   const { r, added } = props;
   const s = props.live.state;
   const entry = added?.state === "added" ? added.entry : null;
+  // The quantisation the added file has: the longest listed name in it (Q4_K_M, not a shorter Q4_K).
+  const quant = entry?.available_quants.filter((q) => entry.gguf_file?.includes(q))
+    .sort((a, b) => b.length - a.length)[0] ?? "";
   return (
     <li class="card hub-result" data-hub-id={r.id}>
       <div class="model-top">
@@ -270,7 +273,9 @@ function HubResult(
       {entry && (
         <>
           <p class="muted small">
-            Added as {entry.gguf_file ?? entry.quantization ?? "a model card"}
+            {entry.gguf_file
+              ? `Added as ${entry.gguf_file}`
+              : `Added from its config.json${entry.quantization ? ` (${entry.quantization})` : ""}`}
           </p>
           <ModelFacts m={entry} s={s} free={props.free} verdict={s ? runnableHere(entry, s) : undefined} />
           {entry.available_quants.length > 1 && (
@@ -278,11 +283,11 @@ function HubResult(
               <span>Quantisation</span>
               <select
                 aria-label={`Quantisation of ${r.id}`}
-                value={entry.available_quants.find((q) => entry.gguf_file?.includes(q)) ?? ""}
+                value={quant}
                 onChange={(e: Event) => props.onAdd(r.id, (e.target as HTMLSelectElement).value)}
               >
                 {entry.available_quants.map((q) => (
-                  <option key={q} value={q} selected={entry.gguf_file?.includes(q) ?? false}>{q}</option>
+                  <option key={q} value={q} selected={q === quant}>{q}</option>
                 ))}
               </select>
             </label>
@@ -294,7 +299,8 @@ function HubResult(
         <button
           type="button"
           class="btn"
-          disabled={added?.state === "adding"}
+          // Once added, the quantisation choice re-adds; Add again would silently go back to the default one.
+          disabled={added?.state === "adding" || entry !== null}
           onClick={() => props.onAdd(r.id)}
           aria-label={`Add ${r.id}`}
         >
