@@ -18,6 +18,7 @@ async function customCardsOf(dataDir: string): Promise<ModelCard[]> {
     return [];
   }
 }
+import { registerLaunch } from "./launch.ts";
 import { registerModelsAdd } from "./models-add.ts";
 import { registerPull } from "./pull.ts";
 
@@ -60,5 +61,6 @@ export function registerModels(program: Command): Command {
     });
   registerModelsAdd(models);
   registerPull(models);
+  registerLaunch(models);
   return models;
 }

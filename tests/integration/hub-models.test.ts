@@ -267,7 +267,11 @@ describe("the CLI", () => {
       expect(added.code, added.stderr).toBe(0);
       expect(added.stdout).toContain("added acme/Tiny-GGUF (");
       expect(added.stdout).toContain("Tiny-Q8_0.gguf");
-      expect((await post("/models/add", { model_id: "acme/Tiny-GGUF" })).status).toBe(200);
+      // Back to the preferred quantisation, from the CLI too: this card is the one the serving test below places
+      // and chats with, so search, add and a served answer all go through the CLI's card.
+      const back = await skulk(["models", "add", "acme/Tiny-GGUF", "--url", node.url]);
+      expect(back.code, back.stderr).toBe(0);
+      expect(back.stdout).toContain("Tiny-Q4_K_M.gguf");
 
       const offline = tempDir("hub-cli-");
       const env = { HF_ENDPOINT: hub.url, SKULK_DATA_DIR: offline };
@@ -294,53 +298,72 @@ describe("the CLI", () => {
 });
 
 describe("an added hub model on a real node", () => {
-  it("is placed, downloaded from the hub, serves a chat, and its card survives a restart", async () => {
-    const place = await post("/place_instance", { model_id: "acme/Tiny-GGUF" });
-    const placed = await place.json();
-    expect(place.status, JSON.stringify(placed)).toBe(200);
-    const s = await waitForState(
-      node.url,
-      (st) =>
-        Object.values(st.instances).some((i) => {
-          const body = Object.values(i as Record<string, { shardAssignments: Record<string, unknown> }>)[0];
-          if (body.shardAssignments.modelId !== "acme/Tiny-GGUF") return false;
-          const runner = Object.values(body.shardAssignments.nodeToRunner as Record<string, string>)[0];
-          return runnerTag(st, runner) === "RunnerReady";
-        }),
-      "the added hub model to serve",
-      180_000,
-    );
-    expect(
-      (s.downloads[node.nodeId] ?? []).some((p: Record<string, { shardMetadata?: unknown }>) =>
-        "DownloadCompleted" in p && JSON.stringify(p).includes("acme/Tiny-GGUF")
-      ),
-    ).toBe(true);
-    expect(size(`${node.dataDir}/models/acme--Tiny-GGUF/Tiny-Q4_K_M.gguf`)).toBe(size(small));
-    const chat = await post("/v1/chat/completions", {
-      model: "acme/Tiny-GGUF",
-      messages: [{ role: "user", content: "hi" }],
-      max_tokens: 6,
-    });
-    const answer = await chat.json();
-    expect(chat.status, JSON.stringify(answer)).toBe(200);
-    expect(answer.choices[0].message.content.length).toBeGreaterThan(0);
+  it(
+    "is placed (by the CLI), downloaded from the hub, serves a chat, and its card survives a restart",
+    async () => {
+      const unknown = await skulk(["models", "launch", "acme/Nope-GGUF", "--url", node.url]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain("unknown model acme/Nope-GGUF");
+      // The card the CLI searched for and added (above) is placed by the CLI, which waits until it serves.
+      const launched = await skulk([
+        "models",
+        "launch",
+        "acme/Tiny-GGUF",
+        "--url",
+        node.url,
+        "--timeout",
+        "180",
+      ]);
+      expect(launched.code, launched.stderr).toBe(0);
+      expect(launched.stdout).toMatch(/^placing acme\/Tiny-GGUF as instance /);
+      expect(launched.stdout).toContain("acme/Tiny-GGUF is ready");
+      const s = await waitForState(
+        node.url,
+        (st) =>
+          Object.values(st.instances).some((i) => {
+            const body = Object.values(i as Record<string, { shardAssignments: Record<string, unknown> }>)[0];
+            if (body.shardAssignments.modelId !== "acme/Tiny-GGUF") return false;
+            const runner = Object.values(body.shardAssignments.nodeToRunner as Record<string, string>)[0];
+            return runnerTag(st, runner) === "RunnerReady";
+          }),
+        "the added hub model to serve",
+        180_000,
+      );
+      expect(
+        (s.downloads[node.nodeId] ?? []).some((p: Record<string, { shardMetadata?: unknown }>) =>
+          "DownloadCompleted" in p && JSON.stringify(p).includes("acme/Tiny-GGUF")
+        ),
+      ).toBe(true);
+      expect(size(`${node.dataDir}/models/acme--Tiny-GGUF/Tiny-Q4_K_M.gguf`)).toBe(size(small));
+      const chat = await post("/v1/chat/completions", {
+        model: "acme/Tiny-GGUF",
+        messages: [{ role: "user", content: "hi" }],
+        max_tokens: 6,
+      });
+      const answer = await chat.json();
+      expect(chat.status, JSON.stringify(answer)).toBe(200);
+      expect(answer.choices[0].message.content.length).toBeGreaterThan(0);
 
-    for (const id of Object.keys(s.instances)) {
-      await fetch(`${node.url}/instance/${id}`, { method: "DELETE" });
-    }
-    await waitForState(node.url, (st) => Object.keys(st.instances).length === 0, "the instances to go");
-    expect(await node.stop()).toBe(0);
-    node = await startDaemon({
-      dataDir: `${dir}/node`,
-      env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), HF_ENDPOINT: hub.url },
-    });
-    const models = (await (await fetch(`${node.url}/models`)).json()).data;
-    expect(models.find((m: { id: string }) => m.id === "acme/Tiny-GGUF")).toMatchObject({
-      is_custom: true,
-      storage_size_bytes: size(small),
-    });
-    expect(models.find((m: { id: string }) => m.id === "acme/Split-GGUF")).toMatchObject({ is_custom: true });
-  }, 300_000);
+      for (const id of Object.keys(s.instances)) {
+        await fetch(`${node.url}/instance/${id}`, { method: "DELETE" });
+      }
+      await waitForState(node.url, (st) => Object.keys(st.instances).length === 0, "the instances to go");
+      expect(await node.stop()).toBe(0);
+      node = await startDaemon({
+        dataDir: `${dir}/node`,
+        env: { SKULK_LLAMA_SERVER_BIN: await engineBinary("llama-server"), HF_ENDPOINT: hub.url },
+      });
+      const models = (await (await fetch(`${node.url}/models`)).json()).data;
+      expect(models.find((m: { id: string }) => m.id === "acme/Tiny-GGUF")).toMatchObject({
+        is_custom: true,
+        storage_size_bytes: size(small),
+      });
+      expect(models.find((m: { id: string }) => m.id === "acme/Split-GGUF")).toMatchObject({
+        is_custom: true,
+      });
+    },
+    300_000,
+  );
 });
 
 describe("an unreachable or offline hub", () => {

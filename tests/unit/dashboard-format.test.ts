@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   bytes,
+  downloadText,
   downloadView,
   duration,
   instanceReady,
@@ -106,6 +107,21 @@ describe("dashboard formatting", () => {
     });
     const f = { DownloadFailed: { ...base, errorMessage: "disk full" } } as unknown as DownloadProgress;
     expect(downloadView(f)).toMatchObject({ state: "failed", error: "disk full" });
+    expect(downloadText(downloadView(p))).toBe("250 B / 1.0 KB · 50 B/s · 15 s left");
+  });
+
+  it("says 'size unknown' for a pending download of an open size, never 0 B / 0 B", () => {
+    const pending = {
+      DownloadPending: {
+        nodeId: "n1",
+        shardMetadata: { PipelineShardMetadata: { modelCard: { modelId: "org/open" } } },
+        modelDirectory: "/x",
+      },
+    } as unknown as DownloadProgress;
+    const view = downloadView(pending);
+    expect(view).toMatchObject({ state: "pending", total: 0 });
+    expect(downloadText(view)).toBe("size unknown");
+    expect(downloadText({ ...view, downloaded: 2048 })).toBe("2.0 KB of an unknown size");
   });
 });
 

@@ -6,6 +6,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import { downloadModelId } from "../../cluster/downloads.ts";
 import { instanceBody } from "../../cluster/instances.ts";
+import { applyResolvedFacts, loadAllResolvedFacts } from "../../models/facts.ts";
 import { logger } from "../../log/mod.ts";
 import { resolveCapabilities } from "../../models/capabilities.ts";
 import type { ModelCard } from "../../models/card.ts";
@@ -199,6 +200,31 @@ async function embed(c: Context<ApiEnv>, model: string, input: string | string[]
   };
 }
 
+/**
+ * The cards Ollama's lists describe, with any size the card leaves open filled in: from the facts recorded when it
+ * was first placed, else from a completed download of it. Ollama's clients type `size` as a number (the `ollama`
+ * npm client's ModelResponse), so it is resolved rather than null; every model these lists name is placed,
+ * downloaded or a local file, so one of the two is there.
+ */
+async function sizedCards(ctx: ApiEnv["Variables"]["node"]) {
+  const facts = await loadAllResolvedFacts(ctx.store.db);
+  const downloaded = new Map<string, number>();
+  for (const p of Object.values(ctx.log.state.downloads).flat()) {
+    if (!("DownloadCompleted" in p)) continue;
+    const id = downloadModelId(p);
+    downloaded.set(id, Math.max(downloaded.get(id) ?? 0, p.DownloadCompleted.total.inBytes));
+  }
+  return (id: string) => {
+    const card = ctx.catalog.get(id);
+    if (!card) return undefined;
+    const sized = applyResolvedFacts(card, facts.get(id));
+    const fromDownload = downloaded.get(id) ?? 0;
+    return sized.storage_size || fromDownload <= 0
+      ? sized
+      : { ...sized, storage_size: { in_bytes: fromDownload } };
+  };
+}
+
 export const ollamaRoutes = new Hono<ApiEnv>()
   // Hono answers HEAD with the GET handler, body dropped: what Ollama's liveness probes expect.
   .get("/ollama", (c) => c.text("Ollama is running"))
@@ -206,11 +232,12 @@ export const ollamaRoutes = new Hono<ApiEnv>()
   .get("/ollama/api/version", (c) => c.json({ version: VERSION }))
   .get("/ollama/api/ps", async (c) => {
     const ctx = c.var.node;
+    const cardOf = await sizedCards(ctx);
     const ids = [
       ...new Set(Object.values(ctx.log.state.instances).map((i) => instanceBody(i).shardAssignments.modelId)),
     ];
     const models = await Promise.all(ids.map(async (id) => {
-      const card = ctx.catalog.get(id);
+      const card = cardOf(id);
       return psEntry(id, card, await factsOf(ctx, card));
     }));
     return c.json({ models });
@@ -298,9 +325,10 @@ for (const path of TAGS_PATHS) {
     for (const card of ctx.catalog.all()) if (card.gguf_path !== undefined) ids.add(card.model_id);
     for (const i of Object.values(state.instances)) ids.add(instanceBody(i).shardAssignments.modelId);
     const now = new Date();
+    const cardOf = await sizedCards(ctx);
     const models = await Promise.all(
       [...ids].sort().map(async (id) => {
-        const card = ctx.catalog.get(id);
+        const card = cardOf(id);
         return tagEntry(id, card, now, await factsOf(ctx, card));
       }),
     );

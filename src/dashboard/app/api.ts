@@ -5,6 +5,7 @@
 import type { stateToWire } from "../../api/wire/state.ts";
 import type { SettingView } from "../../config/edit.ts";
 import type { ModelListEntry } from "../../models/catalog.ts";
+import type { HubModel } from "../../models/hub.ts";
 
 export type ClusterStateWire = ReturnType<typeof stateToWire>;
 
@@ -18,7 +19,18 @@ export interface Live {
   localNodeId: string | null;
   refresh: () => void;
 }
-export type { ModelListEntry, SettingView };
+export type { HubModel, ModelListEntry, SettingView };
+
+/**
+ * `POST /models/add` for a hub repo (`addHubModel` in src/app/models.ts): the catalogue entry the node now lists,
+ * with what the hub offered. Spelled out here because that module's imports (SQLite, the GGUF reader) are not
+ * the browser's.
+ */
+export interface HubAdded extends ModelListEntry {
+  gguf_file: string | null;
+  available_quants: string[];
+  servable: { ok: boolean; reason: string | null };
+}
 
 export interface Preview {
   model_id: string;

@@ -209,6 +209,17 @@ export function downloadView(p: DownloadProgress): DownloadView {
   }
 }
 
+/**
+ * A download's bar text: bytes of total, speed and time left. A pending download of a card whose size is open knows
+ * no total yet: it reads "size unknown", never "0 B / 0 B".
+ */
+export function downloadText(d: DownloadView): string {
+  if (!(d.total > 0)) return d.downloaded > 0 ? `${bytes(d.downloaded)} of an unknown size` : "size unknown";
+  return `${bytes(d.downloaded)} / ${bytes(d.total)}${
+    d.speed ? ` · ${rate(d.speed)} · ${duration(d.etaMs)} left` : ""
+  }`;
+}
+
 export type SizeBucket = "tiny" | "small" | "medium" | "large" | "huge";
 export const SIZE_BUCKETS: { id: SizeBucket; label: string; max: number }[] = [
   { id: "tiny", label: "under 1 GB", max: 1e9 },

@@ -1,7 +1,8 @@
 /** @jsxImportSource hono/jsx/dom */
 /**
- * Model store: the catalogue (`/models`) with search and filters, a placement preview in words with
- * Launch (`/instance/previews`, `POST /place_instance`), download progress, and running instances with Delete.
+ * Model store: the catalogue (`/models`) with search and filters, the hub's models (`/models/search`, added with
+ * `POST /models/add`), a placement preview in words with Launch (`/instance/previews`, `POST /place_instance`),
+ * download progress, and running instances with Delete.
  */
 import { useEffect, useState } from "hono/jsx/dom";
 import type { Instance } from "../../../cluster/instances.ts";
@@ -10,16 +11,17 @@ import {
   ApiFailure,
   type ClusterStateWire,
   getJson,
+  type HubAdded,
+  type HubModel,
   type ModelListEntry,
   type Preview,
   sendJson,
 } from "../api.ts";
 import {
   bytes,
+  downloadText,
   downloadView,
-  duration,
   instanceView,
-  rate,
   runnerState,
   runningByInstance,
   SIZE_BUCKETS,
@@ -193,6 +195,225 @@ function PreviewPanel(props: { model: ModelListEntry; live: Live; onClose: () =>
   );
 }
 
+/**
+ * A model's size and its verdict on this cluster, the same for a catalogue card and a model just added from the
+ * hub: an open size reads "size unknown" with no "fits" (never 0 B), a runner the nodes lack says why.
+ */
+function ModelFacts(
+  props: { m: ModelListEntry; s: ClusterStateWire | null; free: number; verdict: Runnable | undefined },
+) {
+  const { m, s, verdict } = props;
+  const sizeB = m.storage_size_bytes;
+  const tooBig = s !== null && sizeB !== null && sizeB > props.free;
+  const cannot = verdict && !verdict.ok ? verdict.reason : null;
+  return (
+    <>
+      <div class="model-facts">
+        <span>
+          <strong>{sizeB === null ? "size unknown" : bytes(sizeB)}</strong>
+        </span>
+        {m.context_length > 0 && <span>{(m.context_length / 1024).toFixed(0)}K context</span>}
+        {cannot
+          ? <Badge tone="warn">cannot run here</Badge>
+          : tooBig
+          ? <Badge tone="warn">larger than free memory</Badge>
+          : s && sizeB !== null && <Badge tone="ok">fits</Badge>}
+      </div>
+      {cannot && <p class="muted small model-why">{cannot}</p>}
+    </>
+  );
+}
+
+/** The hub's answer to a search or an add, in words a person can act on; the node's own message follows. */
+function hubErrorText(e: unknown): string {
+  if (!(e instanceof ApiFailure)) return String(e);
+  const lead: Record<number, string> = {
+    0: "The node did not answer",
+    403: "The hub refused this repo (private or gated; the node needs HF_TOKEN)",
+    404: "The hub has no such repo",
+    502: "The hub gave an answer the node cannot use",
+    503: "The model hub is offline or unreachable",
+  };
+  return lead[e.status] ? `${lead[e.status]}: ${e.message}` : e.message;
+}
+
+/** Search-as-you-type waits this long after the last key, so a word is one hub request, not one per letter. */
+const SEARCH_DEBOUNCE_MS = 350;
+/** How many results one search shows (the node allows up to 100; a list longer than this is not read). */
+const SEARCH_LIMIT = 20;
+/** The node's bound on a query (SEARCH_LIMITS.maxQuery in the API). */
+const SEARCH_MAX_QUERY = 200;
+
+type Added = { state: "adding" } | { state: "added"; entry: HubAdded } | { state: "failed"; error: string };
+
+function HubResult(
+  props: {
+    r: HubModel;
+    live: Live;
+    free: number;
+    added: Added | undefined;
+    onAdd: (id: string, quant?: string) => void;
+    onLaunch: (m: ModelListEntry) => void;
+  },
+) {
+  const { r, added } = props;
+  const s = props.live.state;
+  const entry = added?.state === "added" ? added.entry : null;
+  // The quantisation the added file has: the longest listed name in it (Q4_K_M, not a shorter Q4_K).
+  const quant = entry?.available_quants.filter((q) => entry.gguf_file?.includes(q))
+    .sort((a, b) => b.length - a.length)[0] ?? "";
+  return (
+    <li class="card hub-result" data-hub-id={r.id}>
+      <div class="model-top">
+        <h3 class="model-name" title={r.id}>{r.id}</h3>
+        <span class="muted small">
+          {r.downloads.toLocaleString()} downloads · {r.likes.toLocaleString()} likes
+        </span>
+      </div>
+      <div class="tags">{r.tags.slice(0, 6).map((t) => <span key={t} class="tag">{t}</span>)}</div>
+      {entry && (
+        <>
+          <p class="muted small">
+            {entry.gguf_file
+              ? `Added as ${entry.gguf_file}`
+              : `Added from its config.json${entry.quantization ? ` (${entry.quantization})` : ""}`}
+          </p>
+          <ModelFacts m={entry} s={s} free={props.free} verdict={s ? runnableHere(entry, s) : undefined} />
+          {entry.available_quants.length > 1 && (
+            <label class="field">
+              <span>Quantisation</span>
+              <select
+                aria-label={`Quantisation of ${r.id}`}
+                value={quant}
+                onChange={(e: Event) => props.onAdd(r.id, (e.target as HTMLSelectElement).value)}
+              >
+                {entry.available_quants.map((q) => (
+                  <option key={q} value={q} selected={q === quant}>{q}</option>
+                ))}
+              </select>
+            </label>
+          )}
+        </>
+      )}
+      {added?.state === "failed" && <Notice tone="error">{added.error}</Notice>}
+      <div class="actions">
+        <button
+          type="button"
+          class="btn"
+          // Once added, the quantisation choice re-adds; Add again would silently go back to the default one.
+          disabled={added?.state === "adding" || entry !== null}
+          onClick={() => props.onAdd(r.id)}
+          aria-label={`Add ${r.id}`}
+        >
+          {added?.state === "adding" ? "Adding…" : entry ? "Added" : "Add"}
+        </button>
+        {entry && (
+          <button
+            type="button"
+            class="btn btn-primary"
+            disabled={entry.servable.ok === false}
+            title={entry.servable.reason ?? undefined}
+            onClick={() => props.onLaunch(entry)}
+            aria-label={`Launch ${r.id}`}
+          >
+            Launch
+          </button>
+        )}
+      </div>
+    </li>
+  );
+}
+
+/** "Search the hub": the node's `/models/search`, each result added by id, then placed like a catalogue card. */
+function HubSearch(
+  props: { live: Live; free: number; onAdded: () => void; onLaunch: (m: ModelListEntry) => void },
+) {
+  const [q, setQ] = useState("");
+  const [results, setResults] = useState<HubModel[] | null>(null);
+  const [searching, setSearching] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const [added, setAdded] = useState<Record<string, Added>>({});
+  const [attempt, setAttempt] = useState(0);
+  useEffect(() => {
+    const query = q.trim();
+    if (query.length === 0) {
+      setResults(null);
+      setError(null);
+      return;
+    }
+    // A slower answer to an older query must not overwrite a newer one.
+    let current = true;
+    const timer = setTimeout(() => {
+      setSearching(true);
+      getJson<HubModel[]>(`/models/search?query=${encodeURIComponent(query)}&limit=${SEARCH_LIMIT}`)
+        .then((r) => {
+          if (!current) return;
+          setResults(r);
+          setError(null);
+        })
+        .catch((e) => {
+          if (!current) return;
+          setResults(null);
+          setError(hubErrorText(e));
+        })
+        .finally(() => current && setSearching(false));
+    }, SEARCH_DEBOUNCE_MS);
+    return () => {
+      current = false;
+      clearTimeout(timer);
+    };
+  }, [q, attempt]);
+  const add = async (id: string, quant?: string) => {
+    setAdded((a) => ({ ...a, [id]: { state: "adding" } }));
+    try {
+      const entry = await sendJson<HubAdded>("POST", "/models/add", {
+        model_id: id,
+        ...(quant ? { quant } : {}),
+      });
+      setAdded((a) => ({ ...a, [id]: { state: "added", entry } }));
+      props.onAdded();
+    } catch (e) {
+      setAdded((a) => ({ ...a, [id]: { state: "failed", error: hubErrorText(e) } }));
+    }
+  };
+  return (
+    <section class="panel" aria-labelledby="hub-h">
+      <h2 id="hub-h">Search the hub</h2>
+      <form class="filters" role="search" aria-label="Hub" onSubmit={(e: Event) => e.preventDefault()}>
+        <label class="field grow">
+          {/* Not "Search…": the catalogue's own box is "Search", and a label should name one field. */}
+          <span>Find on the hub</span>
+          <input
+            type="search"
+            value={q}
+            maxLength={SEARCH_MAX_QUERY}
+            placeholder="a repo id or words in it, e.g. Qwen3 GGUF"
+            onInput={(e: Event) => setQ((e.target as HTMLInputElement).value)}
+          />
+        </label>
+      </form>
+      {searching && <p class="muted small" role="status">Searching the hub…</p>}
+      {error && <Notice tone="error" onRetry={() => setAttempt((a) => a + 1)}>{error}</Notice>}
+      {results && results.length === 0 && <Empty>The hub has no model matching "{q.trim()}".</Empty>}
+      {results && results.length > 0 && (
+        <ul class="models" aria-label="Hub results">
+          {results.map((r) => (
+            <HubResult
+              key={r.id}
+              r={r}
+              live={props.live}
+              free={props.free}
+              added={added[r.id]}
+              onAdd={add}
+              onLaunch={props.onLaunch}
+            />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
 function Downloads(props: { s: ClusterStateWire }) {
   const rows = Object.values(props.s.downloads).flat().map(downloadView).filter((d) =>
     d.state !== "complete"
@@ -213,9 +434,7 @@ function Downloads(props: { s: ClusterStateWire }) {
                 label={d.state === "pending" ? "Waiting to start" : "Downloading"}
                 ratio={d.ratio}
                 tone="busy"
-                text={`${bytes(d.downloaded)} / ${bytes(d.total)}${
-                  d.speed ? ` · ${rate(d.speed)} · ${duration(d.etaMs)} left` : ""
-                }`}
+                text={downloadText(d)}
               />
             )}
           </li>
@@ -375,6 +594,15 @@ export function StoreView(props: { live: Live }) {
       {selected && <PreviewPanel model={selected} live={props.live} onClose={() => setSelected(null)} />}
       {s && <Downloads s={s} />}
       <Running live={props.live} />
+      <HubSearch
+        live={props.live}
+        free={free}
+        onAdded={() => setAttempt((a) => a + 1)}
+        onLaunch={(m) => {
+          setSelected(m);
+          scrollTo({ top: 0, behavior: "smooth" });
+        }}
+      />
       <section class="panel" aria-labelledby="cat-h">
         <h2 id="cat-h">Catalogue</h2>
         <form class="filters" role="search" onSubmit={(e: Event) => e.preventDefault()}>
@@ -438,10 +666,6 @@ export function StoreView(props: { live: Live }) {
         {models && shown.length === 0 && <Empty>No model matches these filters.</Empty>}
         <ul class="models" aria-label="Models">
           {shown.slice(0, limit).map((m) => {
-            const sizeB = m.storage_size_bytes;
-            const tooBig = s !== null && sizeB !== null && sizeB > free;
-            const verdict = verdicts.get(m.id);
-            const cannot = verdict && !verdict.ok ? verdict.reason : null;
             return (
               <li key={m.id} class="card model-card" data-model-id={m.id}>
                 <div class="model-top">
@@ -451,18 +675,7 @@ export function StoreView(props: { live: Live }) {
                     {m.quantization ? ` · ${m.quantization}` : ""}
                   </span>
                 </div>
-                <div class="model-facts">
-                  <span>
-                    <strong>{sizeB === null ? "size unknown" : bytes(sizeB)}</strong>
-                  </span>
-                  {m.context_length > 0 && <span>{(m.context_length / 1024).toFixed(0)}K context</span>}
-                  {cannot
-                    ? <Badge tone="warn">cannot run here</Badge>
-                    : tooBig
-                    ? <Badge tone="warn">larger than free memory</Badge>
-                    : s && sizeB !== null && <Badge tone="ok">fits</Badge>}
-                </div>
-                {cannot && <p class="muted small model-why">{cannot}</p>}
+                <ModelFacts m={m} s={s} free={free} verdict={verdicts.get(m.id)} />
                 <div class="tags">{m.tags.map((t) => <span key={t} class="tag">{t}</span>)}</div>
                 <button
                   type="button"
