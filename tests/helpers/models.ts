@@ -45,6 +45,14 @@ function headerVersion(): string {
   return (h >>> 0).toString(36);
 }
 
+/**
+ * A tiny model wide enough that each token costs real work: a long generation (random weights never end the
+ * text themselves) is still running when a test cancels it or its client goes.
+ */
+export function slowTinyModel(contextLength: number): Promise<string> {
+  return tinyModel({ contextLength, layers: 8, width: 512, heads: 8, kvHeads: 4, ffn: 1536 });
+}
+
 /** Path of a tiny llama GGUF with these options (defaults: 4 layers, 64 wide, llama-spm vocab, f16). */
 export async function tinyModel(opts: TinyOptions = {}): Promise<string> {
   Deno.mkdirSync(MODELS_DIR, { recursive: true });

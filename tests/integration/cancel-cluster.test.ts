@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { enginePorts, skulk } from "../helpers/daemon.ts";
 import { json, oneMaster, waitFor } from "../helpers/multinode.ts";
-import { tinyModel } from "../helpers/models.ts";
+import { slowTinyModel } from "../helpers/models.ts";
 import {
   llamaNodes,
   localCardWire,
@@ -124,14 +124,7 @@ describe("running requests, cancel and topology across the cluster", () => {
     // The model runs on B only, so a chat sent to A is forwarded to B.
     // Wide enough that generating MAX_TOKENS takes far longer than the checks before a cancel (a faster
     // model could finish on its own first, and a finished answer is not cancelled).
-    const gguf = await tinyModel({
-      contextLength: CONTEXT,
-      layers: 8,
-      width: 512,
-      heads: 8,
-      kvHeads: 4,
-      ffn: 1536,
-    });
+    const gguf = await slowTinyModel(CONTEXT);
     const instance = singleNodeInstance(
       b.nodeId,
       localCardWire(MODEL, gguf, { contextLength: CONTEXT }),

@@ -11,6 +11,7 @@ import { metricsOf, notedOf, noteQueued, noteTarget, streamObserver } from "../.
 import { generationOf } from "../../metrics/registry.ts";
 import type { NodeContext } from "../../node/context.ts";
 import { withAcceptance } from "../../engines/speculation.ts";
+import { ChatReplyAssembler, StreamedEngineError } from "../../serving/chat-reply.ts";
 import { ChatStreamTranslator, SseLineReader } from "../../serving/chat-stream.ts";
 import { ChatTool, ChatToolChoice, forcedReply, forceToolCall } from "../../serving/forced-tools.ts";
 import { FORWARDED_HEADER, forwardRequest } from "../../serving/forward.ts";
@@ -413,11 +414,13 @@ export async function startGeneration(
   routed: Local,
   path: string,
   body: Record<string, unknown>,
+  /** Whether the client gets a stream (and so holds a stream slot); the engine may stream either way. */
+  clientStream = body.stream === true,
 ): Promise<Generation> {
   const ctx = c.var.node;
   const { baseUrl, target, commandId } = routed;
   // A stream takes its slot before the engine starts, so a full node refuses without spending work.
-  const releaseStream = body.stream === true ? slotsOf(ctx).streams.take() : () => {};
+  const releaseStream = clientStream ? slotsOf(ctx).streams.take() : () => {};
   const abort = new AbortController();
   const running = runningOf(ctx);
   const forwardedBy = c.req.header(FORWARDED_HEADER);
@@ -430,6 +433,8 @@ export async function startGeneration(
     path: c.req.path,
     startedAt: Date.now(),
   }, abort);
+  // A client that goes ends its generation, streamed or not (streamResponse also aborts on a stream's cancel).
+  c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
   // Queued (and counted by the router) until the instance has a free engine slot; a cancel leaves the line.
   let release: () => void;
   try {
@@ -494,11 +499,17 @@ export async function chatGeneration(
     );
   }
   const forcing = forceToolCall(req);
+  // The engine always streams: llama-server checks a non-streamed task's connection only after a second
+  // with no result for any of its tasks, so while other requests or probes keep it busy a client that went
+  // was never noticed and the engine generated on to max_tokens. A stream notices at its next token.
   const { commandId, abort, res, release } = await startGeneration(
     c,
     local,
     "/v1/chat/completions",
-    forcing.request,
+    req.stream
+      ? forcing.request
+      : { ...forcing.request, stream: true, stream_options: { include_usage: true } },
+    req.stream === true,
   );
   const model = String(req.model ?? "");
   if (req.stream) {
@@ -523,7 +534,7 @@ export async function chatGeneration(
     );
   }
   try {
-    const reply = await res.json() as Record<string, unknown>;
+    const reply = await wholeReply(res, abort.signal);
     if (reply.usage && typeof reply.usage === "object") {
       reply.usage = withAcceptance(reply.usage as Record<string, unknown>, reply.timings);
     }
@@ -531,10 +542,40 @@ export async function chatGeneration(
     traceEngine(c, () => reply.timings);
     return { commandId, reply: forcing.forced ? forcedReply(reply) : reply };
   } catch (e) {
+    if (e instanceof StreamedEngineError) {
+      throw await engineError(new Response(JSON.stringify({ error: e.body }), { status: 500 }));
+    }
+    if (abort.signal.aborted) throw new ApiError(503, "generation was cancelled");
     throw new ApiError(503, engineFailure(ctx, local.target, e));
   } finally {
     runningOf(ctx).remove(commandId);
     release();
+  }
+}
+
+/**
+ * The engine's streamed chat read to its end as one reply (serving/chat-reply.ts). An abort ends a pending
+ * read at once (an aborted fetch does not always settle one), so a cancelled request frees its slot.
+ */
+async function wholeReply(res: Response, signal: AbortSignal): Promise<Record<string, unknown>> {
+  const reader = res.body!.getReader();
+  const stop = () => void reader.cancel().catch(() => undefined);
+  signal.addEventListener("abort", stop, { once: true });
+  try {
+    const lines = new SseLineReader();
+    const reply = new ChatReplyAssembler();
+    while (!reply.done) {
+      const { done, value } = await reader.read();
+      if (signal.aborted) throw new Error("generation was cancelled");
+      if (done) break;
+      for (const p of lines.push(value)) reply.push(p);
+    }
+    if (!reply.done) throw new Error("the engine's answer ended early");
+    // The engine may hold its connection open after [DONE]; the answer is complete.
+    stop();
+    return reply.reply();
+  } finally {
+    signal.removeEventListener("abort", stop);
   }
 }
 
