@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { localCardWire, placeOnNode, registerCard } from "../helpers/cluster.ts";
-import { type Daemon, startDaemon, tempDir } from "../helpers/daemon.ts";
+import { type Daemon, skulk, startDaemon, tempDir } from "../helpers/daemon.ts";
 import { engineBinary, tinyModel } from "../helpers/models.ts";
 import { waitFor } from "../helpers/multinode.ts";
 
@@ -174,13 +174,21 @@ describe("GET /metrics on a node serving the tiny model", () => {
   }, 60_000);
 });
 
-describe("a real Prometheus scraping a key-protected node on loopback", () => {
+describe("a real Prometheus scraping every node of a key-protected cluster on loopback", () => {
   let node: Daemon;
+  let peer: Daemon;
   let prom: Deno.ChildProcess | undefined;
   const dir = tempDir("skulk-prom-");
 
   beforeAll(async () => {
-    node = await startDaemon({ env: { SKULK_API_KEY: KEY }, args: ["--no-worker"] });
+    node = await startDaemon({ env: { SKULK_API_KEY: KEY }, args: ["--no-worker", "--no-mdns"] });
+    // A second node joins with the cluster's token; both are scrape targets, as an operator lists every node.
+    const token = await skulk(["cluster", "token", "--data-dir", node.dataDir]);
+    if (token.code !== 0) throw new Error(`skulk cluster token: ${token.stderr}`);
+    peer = await startDaemon({
+      env: { SKULK_API_KEY: KEY },
+      args: ["--no-worker", "--no-mdns", "--join", token.stdout.trim()],
+    });
   }, 120_000);
   afterAll(async () => {
     if (prom) {
@@ -189,7 +197,7 @@ describe("a real Prometheus scraping a key-protected node on loopback", () => {
       } catch { /* already gone */ }
       await prom.status;
     }
-    await node?.stop();
+    await Promise.all([node?.stop(), peer?.stop()]);
     await Deno.remove(dir, { recursive: true }).catch(() => undefined);
   });
 
@@ -214,7 +222,7 @@ describe("a real Prometheus scraping a key-protected node on loopback", () => {
         "    authorization:",
         `      credentials: ${KEY}`,
         "    static_configs:",
-        `      - targets: ["127.0.0.1:${node.port}"]`,
+        `      - targets: ["127.0.0.1:${node.port}", "127.0.0.1:${peer.port}"]`,
         "",
       ].join("\n"),
     );
@@ -234,8 +242,13 @@ describe("a real Prometheus scraping a key-protected node on loopback", () => {
       };
       return body.data.result;
     };
-    await waitFor("Prometheus to scrape the node (up == 1)", async () => {
+    await waitFor("Prometheus to scrape both nodes (up == 1)", async () => {
       const r = await query('up{job="skulk"}');
+      return r.length === 2 && r.every((x) => x.value[1] === "1");
+    }, 60_000);
+    // One cluster, one master: the two nodes' skulk_is_master add up to 1 once they agree.
+    await waitFor("one master among the scraped nodes", async () => {
+      const r = await query("sum(skulk_is_master)");
       return r.length === 1 && r[0].value[1] === "1";
     }, 60_000);
     const got = await waitFor("a skulk series in Prometheus", async () => {
