@@ -53,7 +53,7 @@ export function admissionOf(ctx: RouterContext): Admission {
 
 /**
  * Requests per instance as this node knows them: its own (running or queued here, or forwarded by it and
- * still open) and the ones other nodes report running, each command counted once.
+ * still open) and the ones other nodes report running for other owners, each command counted once.
  */
 export function instanceLoads(ctx: RouterContext): Map<string, number> {
   const seen = new Set<string>();
@@ -66,7 +66,9 @@ export function instanceLoads(ctx: RouterContext): Map<string, number> {
   for (const r of runningOf(ctx).all()) count(r.commandId, r.instanceId);
   for (const [node, e] of ctx.telemetry.entries()) {
     if (node === ctx.nodeId) continue;
-    for (const r of e.reading.running ?? []) count(r.commandId, r.instanceId);
+    // A request this node owns is running exactly while its own registry holds it: a peer's reading lags
+    // (it reports each telemetry round), and a stale entry would push a conversation off its instance.
+    for (const r of e.reading.running ?? []) if (r.ownerNode !== ctx.nodeId) count(r.commandId, r.instanceId);
   }
   return loads;
 }

@@ -75,13 +75,25 @@ const pickOf = (ctx: RouterContext, raw: string, pinned?: string) => {
 
 describe("router", () => {
   it("counts this node's requests and those other nodes report, each command once", () => {
-    const ctx = context({ peerRunning: [req(uuid(1), "b", "peer"), req(uuid(2), "b", "peer")] });
-    // This node forwarded uuid(1) to the peer: it knows it itself and sees it reported.
+    const ctx = context({
+      peerRunning: [req(uuid(1), "b", "peer"), { ...req(uuid(2), "b", "peer"), ownerNode: "peer" }],
+    });
+    // This node forwarded uuid(1) to the peer: it knows it itself and sees it reported. uuid(2) is the
+    // peer's own client's.
     runningOf(ctx).add(req(uuid(1), "b", "peer"));
     runningOf(ctx).add(req(uuid(3), "a", "self"));
     expect(Object.fromEntries(instanceLoads(ctx))).toEqual({ a: 1, b: 2 });
     // So the next request goes to the less loaded local instance.
     expect(pickOf(ctx, chatBody("x"))).toBe("a");
+  });
+
+  it("does not count a request this node owned that a peer still reports after it ended here", () => {
+    // The peer's reading lags: the forward of uuid(4) ended on this node, which owns it and knows it is done.
+    const ctx = context({ peerRunning: [req(uuid(4), "b", "peer")] });
+    expect(Object.fromEntries(instanceLoads(ctx))).toEqual({});
+    // While it runs here it counts, once.
+    runningOf(ctx).add(req(uuid(4), "b", "peer"));
+    expect(Object.fromEntries(instanceLoads(ctx))).toEqual({ b: 1 });
   });
 
   it("a repeated long prompt goes back to its instance with affinity; equals alternate without", () => {
